@@ -1,0 +1,122 @@
+"""The shared scaled dot-product attention, attn(), used by every position scheme.
+
+Paper: Vaswani et al. 2017, "Attention Is All You Need", eq. (1), plus the additive score
+bias that ALiBi needs (Press et al. 2022):
+
+    attn(Q, K, V) = softmax( Q K^T / sqrt(d) + bias, masked ) V
+
+Shapes: q (B, H, Tq, D), k and v (B, H, Tk, D); bias broadcastable to (B, H, Tq, Tk).
+Masks are boolean with True = "may attend" (the tutorial's `mask == 0 -> -inf`).
+A causal mask is aligned bottom-right: query i sits at absolute position Tk - Tq + i, so
+the same code serves a full forward (Tq = Tk) and a cached decoding step (Tq < Tk).
+
+Two implementations, same numbers (tests/test_attn.py proves it):
+  * attn():      the formula written out, can also return the attention weights (plots);
+  * attn_sdpa(): torch.nn.functional.scaled_dot_product_attention, the fused kernel the
+                 model runs during training and evaluation.
+
+Where this differs from the tutorial's `attn`: it adds `causal=` (the tutorial's
+RoPEAttention calls attn without any mask, so its "LM" could read future tokens),
+`return_weights=`, and the fast path.
+
+`python attn_common.py` runs the tutorial's opening demo (不加位置时 attention 是什么样的):
+without positions, "我打你" and "你打我" give the same outputs, only permuted.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
+    """Boolean (Tq, Tk), True where key j <= query position k_len - q_len + i."""
+    i = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (Tq, 1)
+    j = torch.arange(k_len, device=device)[None, :]                 # (1, Tk)
+    return j <= i                                                   # (Tq, Tk)
+
+
+def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False):
+    """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)]."""
+    d = q.shape[-1]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, H, Tq, D) @ (B, H, D, Tk) -> (B, H, Tq, Tk)
+    if score_bias is not None:
+        scores = scores + score_bias                   # ALiBi: + (H, Tq, Tk) or (B, H, Tq, Tk)
+    if causal:
+        keep = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        mask = keep if mask is None else (mask.bool() & keep)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool(), float("-inf"))
+    weights = F.softmax(scores, dim=-1)                # (B, H, Tq, Tk), rows sum to 1
+    out = weights @ v                                  # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
+    return (out, weights) if return_weights else out
+
+
+def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False):
+    """Same result as attn(), through torch's fused scaled_dot_product_attention."""
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    if score_bias is None and mask is None:
+        if not causal or Tq == 1:  # one query at the last position sees every key
+            return F.scaled_dot_product_attention(q, k, v)
+        if Tq == Tk:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # General case: fold mask, causality and bias into one float mask (B?, H?, Tq, Tk).
+    float_mask = torch.zeros((), dtype=q.dtype, device=q.device)
+    if score_bias is not None:
+        float_mask = score_bias.to(q.dtype)
+    keep = mask.bool() if mask is not None else None
+    if causal:
+        cm = causal_mask(Tq, Tk, device=q.device)
+        keep = cm if keep is None else (keep & cm)
+    if keep is not None:
+        float_mask = float_mask.masked_fill(~keep, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
+
+
+def _demo() -> None:
+    """我打你 vs 你打我: without positions, attention is a set operation."""
+    import pos_alibi
+    import pos_learned
+    import pos_rope
+    import pos_sin
+
+    torch.manual_seed(0)
+    H, D = 2, 8
+    C = H * D
+    vocab = {"我": 0, "打": 1, "你": 2}
+    emb = torch.randn(3, C)
+    Wq, Wk, Wv = (torch.randn(C, C) / math.sqrt(C) for _ in range(3))
+    learned = pos_learned.LearnedPositionalEmbedding(3, C, init_std=1.0)
+    sin = pos_sin.SinusoidalPositionalEncoding(C)
+    rope = pos_rope.RotaryEmbedding(D)
+    alibi = pos_alibi.ALiBi(H)
+    alibi_sym = pos_alibi.ALiBi(H, symmetric=True)
+
+    def run(sentence, scheme):
+        x = emb[[vocab[c] for c in sentence]]                          # (T, C)
+        if scheme == "learned":
+            x = x + learned(3)
+        elif scheme == "sin":
+            x = x + sin(3)
+        heads = lambda W: (x @ W).view(3, H, D).transpose(0, 1)[None]  # (T, C) -> (1, H, T, D)
+        q, k, v = heads(Wq), heads(Wk), heads(Wv)
+        if scheme == "rope":
+            q, k = rope(q, k)
+        bias = {"alibi": alibi, "alibi-sym": alibi_sym}.get(scheme)
+        bias = bias(3, 3) if bias is not None else None
+        return attn(q, k, v, score_bias=bias)[0].transpose(0, 1).reshape(3, C)  # (1, H, T, D) -> (T, C)
+
+    print("Output row of each character, 我打你 vs 你打我 (no causal mask, one attention layer):")
+    print(f"{'scheme':8s} {'max |out(我) - out(我)| across the two sentences':>48s}   same set of rows?")
+    with torch.no_grad():
+        for scheme in ("none", "learned", "sin", "rope", "alibi", "alibi-sym"):
+            a, b = run("我打你", scheme), run("你打我", scheme)
+            # 你打我 is 我打你 with positions 0 and 2 swapped: permute b's rows back.
+            diff = (a - b[[2, 1, 0]]).abs().max().item()
+            verdict = "yes: the two sentences look identical" if diff < 1e-5 else "no: word order is visible"
+            print(f"{scheme:8s} {diff:48.2e}   {verdict}")
+    print("alibi uses the decoder form -m(i-j); alibi-sym uses -m|i-j|. Reversing a sentence keeps every\n"
+          "|i-j|, so symmetric ALiBi cannot tell 我打你 from 你打我: it is blind to reversal, not to order.")
+
+
+if __name__ == "__main__":
+    _demo()

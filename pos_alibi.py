@@ -1,0 +1,113 @@
+"""ALiBi: Attention with Linear Biases (方案 D：ALiBi).
+
+Paper: Press, Smith and Lewis 2022, "Train Short, Test Long: Attention with Linear Biases
+Enables Input Length Extrapolation" (ICLR 2022).
+
+No position vector anywhere: each head h adds a fixed penalty, linear in distance, to
+the attention score of query i on key j:
+
+    score_h(i, j) = q_i . k_j / sqrt(d) - m_h * (i - j)        (causal, j <= i)
+    score_h(i, j) = q_i . k_j / sqrt(d) - m_h * |i - j|        (symmetric option, bidirectional)
+
+Slopes m_h (paper, section 3): for n heads, n a power of two, the geometric sequence
+starting at 2^(-8/n) with ratio 2^(-8/n): m_h = 2^(-8 h / n), h = 1..n. For 8 heads:
+1/2, 1/4, ..., 1/256. If n is not a power of two, take the 2^k slopes of the closest
+power of two below n, then every other slope of the 2^(k+1) sequence for the rest.
+12 heads: 2^-1 .. 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+
+Where this differs from the tutorial's `alibi_bias`: its slopes 2^(-8 (h+1) / n) are the
+paper's only when n is a power of two (for 12 heads they would be a different geometric
+sequence); it builds a fixed (H, max_len, max_len) buffer (4096^2 floats per head, with a
+silent cap); and it has no query offset, so a cached decoding step would treat the new
+token as position 0. Here the bias is built for the (q_len, k_len) asked for, with query
+positions k_len - q_len .. k_len - 1 (the last q_len positions, as in cached decoding).
+
+Under a causal mask, -m (i - j) = m j - m i, and -m i is the same for every key in row i,
+so softmax gives the same weights with the cheaper key-only bias m * j, shape (H, 1, T).
+(The BLOOM / Hugging Face code uses that form.) `alibi_bias(..., form="key")` returns it.
+
+Copyable alone: imports torch and math only.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """The paper's per-head slopes m_h, float32, shape (n_head,)."""
+    if n_head < 1:
+        raise ValueError(f"n_head must be >= 1, got {n_head}")
+
+    def power_of_two(n):  # m_h = 2^(-8h/n), h = 1..n
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    closest = 2 ** math.floor(math.log2(n_head))
+    slopes = power_of_two(closest)
+    if closest < n_head:
+        slopes += power_of_two(2 * closest)[0::2][: n_head - closest]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = False,
+               form: str = "distance", slopes: torch.Tensor = None, device=None) -> torch.Tensor:
+    """The score bias, float32.
+
+    form="distance": -m_h * (i - j)  (or -m_h * |i - j| if symmetric), shape (H, q_len, k_len),
+        query i at absolute position k_len - q_len + i, key j at position j.
+    form="key": m_h * j, shape (H, 1, k_len); equal attention under a causal mask only.
+    """
+    k_len = q_len if k_len is None else k_len
+    if k_len < q_len:
+        raise ValueError(f"k_len ({k_len}) must be >= q_len ({q_len}): queries are the last q_len positions")
+    m = (alibi_slopes(n_head) if slopes is None else slopes).to(device=device, dtype=torch.float32)
+    j = torch.arange(k_len, device=device, dtype=torch.float32)  # (Tk,)
+    if form == "key":
+        if symmetric:
+            raise ValueError("the key-only form m*j equals ALiBi only under a causal mask, not symmetric")
+        return m[:, None, None] * j[None, None, :]  # (H, 1, 1) * (1, 1, Tk) -> (H, 1, Tk)
+    if form != "distance":
+        raise ValueError(f"unknown ALiBi form {form!r}; use 'distance' or 'key'")
+    i = torch.arange(k_len - q_len, k_len, device=device, dtype=torch.float32)  # (Tq,)
+    dist = i[:, None] - j[None, :]  # (Tq, 1) - (1, Tk) -> (Tq, Tk), i - j
+    if symmetric:
+        dist = dist.abs()
+    return -m[:, None, None] * dist[None]  # (H, 1, 1) * (1, Tq, Tk) -> (H, Tq, Tk)
+
+
+class ALiBi(nn.Module):
+    """forward(q_len, k_len) -> the (H, q_len, k_len) bias to add to the attention scores."""
+
+    def __init__(self, n_head: int, symmetric: bool = False):
+        super().__init__()
+        self.n_head, self.symmetric = n_head, symmetric
+        self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+
+    def forward(self, q_len: int, k_len: int = None) -> torch.Tensor:
+        return alibi_bias(self.n_head, q_len, k_len, symmetric=self.symmetric,
+                          slopes=self.slopes, device=self.slopes.device)
+
+
+def _self_check() -> None:
+    s12 = alibi_slopes(12)
+    want = [2.0 ** -e for e in (1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5)]
+    assert torch.allclose(s12, torch.tensor(want)), s12
+    print("ok  12 heads: " + ", ".join(f"{v:.4g}" for v in s12.tolist()))
+    b = alibi_bias(2, 4)
+    assert b[0, 3, 1].item() == -0.0625 * 2  # head 0 slope 2^-4, i - j = 2
+    print(f"ok  2 heads, bias[h=0, i=3, j=1] = -m*(i-j) = {b[0, 3, 1].item()}")
+    full, last = alibi_bias(4, 10), alibi_bias(4, 3, 10)
+    assert torch.equal(full[:, 7:], last)
+    print("ok  q_len=3, k_len=10 equals the last 3 rows of the full 10x10 bias (cached decoding)")
+    torch.manual_seed(0)
+    scores = torch.randn(4, 10, 10)
+    causal = torch.ones(10, 10, dtype=torch.bool).tril()
+    p1 = (scores + full).masked_fill(~causal, float("-inf")).softmax(-1)
+    p2 = (scores + alibi_bias(4, 10, form="key")).masked_fill(~causal, float("-inf")).softmax(-1)
+    err = (p1 - p2).abs().max().item()
+    assert err < 1e-6, err
+    print(f"ok  causal softmax with -m(i-j) and with m*j agree (max diff {err:.1e})")
+
+
+if __name__ == "__main__":
+    _self_check()

