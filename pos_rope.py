@@ -88,8 +88,11 @@ class RotaryEmbedding(nn.Module):
     """
 
     def __init__(self, head_dim: int, theta: float = 10000.0, pairing: str = "adjacent",
-                 init_len: int = 256):
+                 init_len: int = 256, scaling: dict = None):
         super().__init__()
+        if scaling is not None:
+            raise NotImplementedError("RoPE scaling is not implemented yet")
+        self.scaling = scaling
         if pairing not in PAIRINGS:
             raise ValueError(f"unknown RoPE pairing {pairing!r}; use one of {PAIRINGS}")
         self.head_dim, self.theta, self.pairing = head_dim, theta, pairing

@@ -178,6 +178,7 @@ class GPTConfig:
     max_len: int = 4096            # rows of the learned table (other schemes have no limit)
     rope_theta: float = 10000.0
     rope_pairing: str = "adjacent"  # or "half" (GPT-NeoX / Hugging Face rotate_half)
+    rope_scaling: dict = None       # e.g. {"rope_type": "yarn", "factor": 4.0, "original_max_len": 256}
     causal: bool = True
     tie_weights: bool = True
     mlp_ratio: int = 4
@@ -233,7 +234,9 @@ class TinyLM(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, C)
         self.learned = LearnedPositionalEmbedding(cfg.max_len, C) if cfg.pos == "learned" else None
         self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
-        self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing) if cfg.pos == "rope" else None
+        self.rope = None
+        if cfg.pos == "rope":
+            self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing, scaling=cfg.rope_scaling)
         self.alibi = ALiBi(H, symmetric=not cfg.causal) if cfg.pos == "alibi" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(C)
@@ -305,6 +308,16 @@ class TinyLM(nn.Module):
                 nxt = torch.multinomial(F.softmax(logits, dim=-1), 1, generator=generator)
             idx = torch.cat((idx, nxt), dim=1)
         return idx
+
+    def set_rope_scaling(self, scaling: dict = None) -> None:
+        """Swap the RoPE tables for a scaled version (None = plain RoPE); weights are untouched.
+        Recorded in cfg.rope_scaling, so a fine-tuned checkpoint reloads with its scaling."""
+        if self.rope is None:
+            raise ValueError(f"RoPE scaling needs pos='rope', this model uses pos={self.cfg.pos!r}")
+        device = self.rope.inv_freq.device
+        self.rope = RotaryEmbedding(self.rope.head_dim, self.cfg.rope_theta, self.cfg.rope_pairing,
+                                    scaling=scaling).to(device)
+        self.cfg.rope_scaling = scaling
 
     def num_params(self, pos_only: bool = False) -> int:
         mods = [self.learned] if pos_only else [self]
