@@ -1,0 +1,239 @@
+"""attn_common: the explicit attn() against torch's fused kernel, and attention as a set operation.
+
+Every reference mask here is built independently of attn_common.causal_mask, from the
+definition "query i sits at absolute position Tk - Tq + i and may attend to keys j <= that".
+Float64 throughout, so agreement is to ~1e-12, not to float32 noise.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import pos_alibi
+import pos_learned
+import pos_rope
+import pos_sin
+from attn_common import attn, attn_sdpa, causal_mask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+B, H, D = 2, 3, 8
+TOL64 = 1e-12
+
+
+def max_diff(a, b) -> float:
+    return (a - b).abs().max().item()
+
+
+def keep_bottom_right(Tq: int, Tk: int) -> torch.Tensor:
+    """(Tq, Tk) bool, True where key j <= Tk - Tq + i, written out with loops (the definition)."""
+    keep = torch.zeros(Tq, Tk, dtype=torch.bool)
+    for i in range(Tq):
+        for j in range(Tk):
+            keep[i, j] = j <= Tk - Tq + i
+    return keep
+
+
+def qkv(Tq, Tk, gen):
+    q = torch.randn(B, H, Tq, D, dtype=torch.float64, generator=gen)
+    k = torch.randn(B, H, Tk, D, dtype=torch.float64, generator=gen)
+    v = torch.randn(B, H, Tk, D, dtype=torch.float64, generator=gen)
+    return q, k, v
+
+
+# (name, Tq, Tk, causal, bias shape or None, padding mask?)
+CASES = [
+    ("plain", 5, 5, False, None, False),
+    ("causal", 6, 6, True, None, False),
+    ("bias_HTT", 5, 5, False, "H", False),
+    ("bias_BHTT", 5, 5, False, "BH", False),
+    ("bias_causal", 6, 6, True, "H", False),
+    ("bool_mask", 6, 6, False, None, True),
+    ("bool_mask_causal_bias", 6, 6, True, "BH", True),
+    ("cached_causal_Tq3_Tk7", 3, 7, True, None, False),
+    ("cached_causal_Tq1_Tk7", 1, 7, True, None, False),
+    ("cached_bias_causal_Tq2_Tk7", 2, 7, True, "H", False),
+    ("cached_bias_noncausal_Tq3_Tk7", 3, 7, False, "H", False),
+]
+
+
+@pytest.mark.parametrize("name,Tq,Tk,causal,bias_kind,use_mask", CASES, ids=[c[0] for c in CASES])
+def test_attn_equals_sdpa(name, Tq, Tk, causal, bias_kind, use_mask):
+    """attn() == attn_sdpa() == F.scaled_dot_product_attention with an independently built float mask."""
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = None
+    if bias_kind == "H":
+        bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
+    elif bias_kind == "BH":
+        bias = torch.randn(B, H, Tq, Tk, dtype=torch.float64, generator=gen)
+    mask = None
+    if use_mask:  # padding-style mask: batch b sees only its first n_b keys (never an empty row)
+        lengths = [Tk, Tk - 2]
+        mask = torch.zeros(B, 1, Tq, Tk, dtype=torch.bool)
+        for b, n in enumerate(lengths):
+            mask[b, :, :, :n] = True
+
+    out = attn(q, k, v, mask=mask, score_bias=bias, causal=causal)
+    out_sdpa = attn_sdpa(q, k, v, mask=mask, score_bias=bias, causal=causal)
+
+    # Independent float mask for torch's kernel: bias, then -inf where not allowed.
+    keep = torch.ones(Tq, Tk, dtype=torch.bool)
+    if causal:
+        keep = keep & keep_bottom_right(Tq, Tk)
+    if mask is not None:
+        keep = keep & mask
+    float_mask = torch.zeros(Tq, Tk, dtype=torch.float64) if bias is None else bias
+    float_mask = float_mask.masked_fill(~keep, float("-inf"))
+    out_torch = F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
+
+    assert out.shape == (B, H, Tq, D)
+    err = max_diff(out, out_torch)
+    assert err < TOL64, f"{name}: attn() vs F.scaled_dot_product_attention max diff {err:.2e}"
+    err = max_diff(out_sdpa, out_torch)
+    assert err < TOL64, f"{name}: attn_sdpa() vs F.scaled_dot_product_attention max diff {err:.2e}"
+
+
+def test_attn_equals_written_out_softmax():
+    """attn() against softmax(q.k / sqrt(d) + bias) v written per query with math.exp (no torch softmax)."""
+    gen = torch.Generator().manual_seed(2)
+    Tq, Tk = 3, 5
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
+    out = attn(q, k, v, score_bias=bias, causal=True)
+    want = torch.zeros_like(out)
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                visible = range(Tk - Tq + i + 1)
+                s = [float(q[b, h, i] @ k[b, h, j]) / math.sqrt(D) + float(bias[h, i, j]) for j in visible]
+                top = max(s)
+                w = [math.exp(x - top) for x in s]
+                z = sum(w)
+                want[b, h, i] = sum((wj / z) * v[b, h, j] for j, wj in zip(visible, w))
+    err = max_diff(out, want)
+    assert err < TOL64, f"attn() vs written-out formula max diff {err:.2e}"
+
+
+def test_causal_square_matches_torch_is_causal():
+    """For Tq == Tk the bottom-right mask is torch's own is_causal=True mask."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = qkv(6, 6, gen)
+    err = max_diff(attn(q, k, v, causal=True), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert err < TOL64, f"attn(causal=True) vs sdpa(is_causal=True) max diff {err:.2e}"
+
+
+@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 7), (1, 4)])
+def test_causal_mask_definition(Tq, Tk):
+    """causal_mask(Tq, Tk)[i, j] is True exactly when j <= Tk - Tq + i."""
+    got = causal_mask(Tq, Tk)
+    want = keep_bottom_right(Tq, Tk)
+    assert got.dtype == torch.bool and got.shape == (Tq, Tk)
+    assert torch.equal(got, want), f"causal_mask({Tq}, {Tk}) differs in {(got != want).sum().item()} entries"
+
+
+@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 7)])
+def test_return_weights(Tq, Tk):
+    """Weights: rows sum to 1, exactly 0 above the (bottom-right) diagonal, > 0 on it, and out = weights @ v."""
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
+    for kw in ({}, {"score_bias": bias}):
+        out, w = attn(q, k, v, causal=True, return_weights=True, **kw)
+        assert w.shape == (B, H, Tq, Tk)
+        err = (w.sum(-1) - 1).abs().max().item()
+        assert err < TOL64, f"rows do not sum to 1: max |sum - 1| {err:.2e}"
+        future = ~keep_bottom_right(Tq, Tk)
+        above = w[..., future].abs().max().item()
+        assert above == 0.0, f"weight on a future key: max {above:.2e}"
+        assert (w[..., ~future] > 0).all(), "every visible key should get a positive weight"
+        err = max_diff(out, w @ v)
+        assert err < TOL64, f"out vs weights @ v max diff {err:.2e}"
+        ref = attn(q, k, v, causal=True, **kw)
+        err = max_diff(out, ref)
+        assert err < TOL64, f"return_weights changed the output: max diff {err:.2e}"
+
+
+def test_return_weights_without_mask_are_softmax():
+    """Without a mask the weights are the softmax of q k^T / sqrt(d): every entry positive, rows sum to 1."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = qkv(4, 4, gen)
+    _, w = attn(q, k, v, return_weights=True)
+    want = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D), dim=-1)
+    err = max_diff(w, want)
+    assert err < TOL64, f"weights vs softmax(qk^T/sqrt d) max diff {err:.2e}"
+
+
+# ----------------------------------------------------------------------------- permutation
+
+T, NH, HD = 6, 2, 8          # tokens, heads, head dim
+C = NH * HD
+PERM = [2, 0, 5, 1, 4, 3]    # neither the identity nor the reversal
+REVERSE = list(range(T - 1, -1, -1))
+
+
+def one_layer(x: torch.Tensor, scheme: str, mods: dict, W) -> torch.Tensor:
+    """One bidirectional attention layer (T, C) -> (T, C) with the given position scheme."""
+    if scheme == "learned":
+        x = x + mods["learned"](T).double()
+    elif scheme == "sin":
+        x = x + mods["sin"](T).double()
+    Wq, Wk, Wv = W
+    heads = lambda M: (x @ M).view(T, NH, HD).transpose(0, 1)[None]  # (T, C) -> (1, H, T, D)
+    q, k, v = heads(Wq), heads(Wk), heads(Wv)
+    if scheme == "rope":
+        q, k = mods["rope"](q, k)
+    bias = None
+    if scheme in ("alibi", "alibi-sym"):
+        bias = mods[scheme](T, T)
+    y = attn(q, k, v, score_bias=bias)  # (1, H, T, D), no causal mask: a set operation
+    return y[0].transpose(0, 1).reshape(T, C)
+
+
+@pytest.fixture
+def layer_parts():
+    gen = torch.Generator().manual_seed(6)
+    W = tuple(torch.randn(C, C, dtype=torch.float64, generator=gen) / math.sqrt(C) for _ in range(3))
+    x = torch.randn(T, C, dtype=torch.float64, generator=gen)
+    mods = {
+        "learned": pos_learned.LearnedPositionalEmbedding(T, C, init_std=1.0),
+        "sin": pos_sin.SinusoidalPositionalEncoding(C),
+        "rope": pos_rope.RotaryEmbedding(HD),
+        "alibi": pos_alibi.ALiBi(NH),
+        "alibi-sym": pos_alibi.ALiBi(NH, symmetric=True),
+    }
+    return x, mods, W
+
+
+def test_perm_is_not_trivial():
+    assert sorted(PERM) == list(range(T)) and PERM != list(range(T)) and PERM != REVERSE
+
+
+def test_no_position_is_permutation_equivariant(layer_parts):
+    """Without positions and without a mask, attention(x[perm]) == attention(x)[perm] for any permutation."""
+    x, mods, W = layer_parts
+    base = one_layer(x, "none", mods, W)
+    gen = torch.Generator().manual_seed(7)
+    for perm in [PERM, REVERSE] + [torch.randperm(T, generator=gen).tolist() for _ in range(3)]:
+        err = max_diff(one_layer(x[perm], "none", mods, W), base[perm])
+        assert err < TOL64, f"no positions, perm {perm}: max diff {err:.2e} (should be a pure row permutation)"
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sin", "rope", "alibi", "alibi-sym"])
+def test_position_scheme_breaks_equivariance(layer_parts, scheme):
+    """With any position scheme, permuting the input is no longer just permuting the output."""
+    x, mods, W = layer_parts
+    with torch.no_grad():
+        err = max_diff(one_layer(x[PERM], scheme, mods, W), one_layer(x, scheme, mods, W)[PERM])
+    assert err > 1e-3, f"{scheme}: permuted input gives permuted output (max diff {err:.2e}); order is invisible"
+
+
+def test_symmetric_alibi_is_blind_to_reversal(layer_parts):
+    """Reversal keeps every |i - j|, so symmetric ALiBi stays equivariant to it; the causal form -m(i-j) does not."""
+    x, mods, W = layer_parts
+    err = max_diff(one_layer(x[REVERSE], "alibi-sym", mods, W), one_layer(x, "alibi-sym", mods, W)[REVERSE])
+    assert err < TOL64, f"symmetric ALiBi under reversal: max diff {err:.2e} (should be equivariant)"
+    err = max_diff(one_layer(x[REVERSE], "alibi", mods, W), one_layer(x, "alibi", mods, W)[REVERSE])
+    assert err > 1e-3, f"directional ALiBi -m(i-j) under reversal: max diff {err:.2e} (should see the order)"
+

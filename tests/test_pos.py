@@ -1,0 +1,422 @@
+"""The four position encodings against their definitions (papers' formulas written out independently).
+
+Sinusoidal: Vaswani et al. 2017 section 3.5. RoPE: Su et al. 2021. ALiBi: Press et al. 2022.
+Learned: the GPT/BERT lookup table.
+"""
+import math
+
+import pytest
+import torch
+
+import pos_alibi
+import pos_learned
+import pos_rope
+import pos_sin
+from attn_common import attn, attn_sdpa
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def max_diff(a, b) -> float:
+    return (a.double() - b.double()).abs().max().item()
+
+
+# ============================================================================ sinusoidal
+
+def sin_formula(positions, dim, base=10000.0) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / base^(2i/dim)), PE(pos, 2i+1) = cos(same), with math.sin/math.cos loops."""
+    pe = torch.zeros(len(positions), dim, dtype=torch.float64)
+    for r, pos in enumerate(positions):
+        for c in range(dim):
+            i2 = c - (c % 2)  # the "2i" of this column
+            angle = pos / base ** (i2 / dim)
+            pe[r, c] = math.sin(angle) if c % 2 == 0 else math.cos(angle)
+    return pe
+
+
+@pytest.mark.parametrize("dim", [16, 7])
+def test_sin_table_matches_formula(dim):
+    """sinusoidal_pe equals the paper's formula; an odd dim ends with a lone sin column."""
+    positions = list(range(50))
+    want = sin_formula(positions, dim)
+    got64 = pos_sin.sinusoidal_pe(50, dim, dtype=torch.float64)
+    err = max_diff(got64, want)
+    assert err < 1e-12, f"float64 table vs formula (dim={dim}) max diff {err:.2e}"
+    got32 = pos_sin.sinusoidal_pe(50, dim)
+    assert got32.dtype == torch.float32
+    err = max_diff(got32, want)
+    assert err < 1e-5, f"float32 table vs formula (dim={dim}) max diff {err:.2e}"
+
+
+@pytest.mark.parametrize("k", [1, 7, 100, -3])
+def test_sin_shift_matrix(k):
+    """PE(p + k) = M_k PE(p) for every p: a shift is one fixed linear map (a rotation per pair)."""
+    dim, n = 16, 300
+    pe = pos_sin.sinusoidal_pe(n, dim, dtype=torch.float64)  # rows p = 0..n-1
+    M = pos_sin.shift_matrix(k, dim)
+    lo, hi = max(0, -k), min(n, n - k)                        # p and p + k both inside the table
+    pred = pe[lo:hi] @ M.T                                    # row p: (M_k PE(p))^T
+    err = max_diff(pred, pe[lo + k:hi + k])
+    assert err < 1e-10, f"PE(p+{k}) vs M_{k} PE(p) max diff {err:.2e}"
+    # M_k is a rotation: orthogonal, and does not depend on p (checked above for all p at once).
+    err = max_diff(M @ M.T, torch.eye(dim, dtype=torch.float64))
+    assert err < 1e-12, f"M_{k} M_{k}^T vs I max diff {err:.2e}"
+
+
+def test_sin_shift_matrix_composes():
+    """M_a M_b = M_(a+b), and M_0 = I."""
+    dim = 12
+    err = max_diff(pos_sin.shift_matrix(5, dim) @ pos_sin.shift_matrix(9, dim), pos_sin.shift_matrix(14, dim))
+    assert err < 1e-12, f"M_5 M_9 vs M_14 max diff {err:.2e}"
+    err = max_diff(pos_sin.shift_matrix(0, dim), torch.eye(dim, dtype=torch.float64))
+    assert err < 1e-15, f"M_0 vs I max diff {err:.2e}"
+    with pytest.raises(ValueError, match="even"):
+        pos_sin.shift_matrix(1, 7)
+
+
+def test_sin_no_length_cap():
+    """Positions beyond 5000 (the usual silent cap) are computed, pure function and module alike."""
+    dim = 16
+    positions = list(range(10_000, 10_004))
+    want = sin_formula(positions, dim)
+    got64 = pos_sin.sinusoidal_pe(4, dim, offset=10_000, dtype=torch.float64)
+    err = max_diff(got64, want)
+    assert err < 1e-9, f"float64 PE at positions 10000..10003 vs formula max diff {err:.2e}"
+    mod = pos_sin.SinusoidalPositionalEncoding(dim, init_len=8)
+    got = mod(4, offset=10_000)
+    assert got.shape == (4, dim) and got.dtype == torch.float32
+    assert mod.pe.shape[0] >= 10_004, f"cache did not grow: {mod.pe.shape[0]} rows"
+    # float32 angles near 10^4 carry ~1e-3 rad of rounding; the values are still the formula's.
+    err = max_diff(got, want)
+    assert err < 2e-3, f"module PE at 10000..10003 vs formula max diff {err:.2e}"
+
+
+def test_sin_cache_growth_matches_pure_function():
+    """The module's grown cache gives the same values as the pure function, at every stage of growth."""
+    dim = 10
+    mod = pos_sin.SinusoidalPositionalEncoding(dim, init_len=8)
+    assert "pe" not in mod.state_dict(), "the PE cache is a pure function; it should not be saved"
+    sizes = []
+    for T, offset in [(4, 0), (8, 0), (5, 30), (3, 200), (64, 0)]:
+        got = mod(T, offset)
+        sizes.append(mod.pe.shape[0])
+        want = pos_sin.sinusoidal_pe(T, dim, offset=offset)
+        err = max_diff(got, want)
+        assert err < 1e-6, f"T={T} offset={offset}: module vs sinusoidal_pe max diff {err:.2e}"
+    assert sizes[0] == 8 and sizes == sorted(sizes) and sizes[-1] >= 203, f"cache sizes {sizes}"
+    full = pos_sin.sinusoidal_pe(mod.pe.shape[0], dim)
+    err = max_diff(mod.pe, full)
+    assert err < 1e-6, f"whole grown cache vs pure function max diff {err:.2e}"
+
+
+# ============================================================================ RoPE
+
+D = 16
+
+
+def rope_reference(x: torch.Tensor, positions, theta=10000.0) -> torch.Tensor:
+    """Adjacent-pair rotation written with math.cos/math.sin in float64. x (T, D), one row per position."""
+    out = x.clone().double()
+    for r, m in enumerate(positions):
+        for i in range(x.shape[-1] // 2):
+            a = m * theta ** (-2 * i / x.shape[-1])
+            xa, xb = x[r, 2 * i].item(), x[r, 2 * i + 1].item()
+            out[r, 2 * i] = xa * math.cos(a) - xb * math.sin(a)
+            out[r, 2 * i + 1] = xa * math.sin(a) + xb * math.cos(a)
+    return out
+
+
+def rotate(x, m, pairing="adjacent"):
+    """Rotate a single vector x (D,) to position m with the library's float32 tables."""
+    cos, sin = pos_rope.precompute_freqs(x.shape[-1], 1, offset=m)
+    return pos_rope.apply_rope(x.view(1, 1, 1, -1), cos, sin, pairing).view(-1)
+
+
+def relative_score(q, k, delta, theta=10000.0) -> float:
+    """sum_i Re[(q_2i + i q_2i+1)(k_2i - i k_2i+1) e^{i delta theta_i}]: the score as a function of m - n only."""
+    s = 0.0
+    for i in range(q.shape[-1] // 2):
+        a = delta * theta ** (-2 * i / q.shape[-1])
+        z = complex(q[2 * i].item(), q[2 * i + 1].item()) * complex(k[2 * i].item(), -k[2 * i + 1].item())
+        s += (z * complex(math.cos(a), math.sin(a))).real
+    return s
+
+
+def test_rope_matches_rotation_formula():
+    """apply_rope (adjacent) equals the 2x2 rotation of each (2i, 2i+1) pair by m theta_i."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(6, D, dtype=torch.float64, generator=gen)
+    positions = [0, 1, 2, 17, 300, 4100]
+    cos = torch.stack([pos_rope.precompute_freqs(D, 1, offset=m)[0][0] for m in positions])  # (T, D/2)
+    sin = torch.stack([pos_rope.precompute_freqs(D, 1, offset=m)[1][0] for m in positions])
+    got = pos_rope.apply_rope(x.view(1, 1, 6, D), cos, sin).view(6, D)
+    want = rope_reference(x, positions)
+    # float32 angles: rounding grows with m (about m * 6e-8 rad), so near positions are held tighter.
+    err = max_diff(got[:5], want[:5])
+    assert err < 1e-5, f"apply_rope vs written-out rotation at m <= 300: max diff {err:.2e}"
+    err = max_diff(got[5:], want[5:])
+    assert err < 5e-4, f"apply_rope vs written-out rotation at m = 4100: max diff {err:.2e}"
+
+
+def test_rope_score_depends_only_on_relative_position():
+    """q_m . k_n == f(m - n) for m, n from 0 up to 9000 (far beyond any training length)."""
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(D, dtype=torch.float64, generator=gen)
+    k = torch.randn(D, dtype=torch.float64, generator=gen)
+    scale = (q.norm() * k.norm()).item()
+    worst, seen = 0.0, {}
+    for delta in (0, 3, -5, 100):
+        want = relative_score(q, k, delta)
+        seen[delta] = want
+        for m in (0, 10, 1000, 4096, 4099, 5000, 9000):
+            n = m - delta
+            if n < 0:
+                continue
+            got = (rotate(q, m) @ rotate(k, n)).item()
+            worst = max(worst, abs(got - want) / scale)
+    # The tables are float32: angles near m = 9000 carry ~1e-4 rad of rounding.
+    assert worst < 1e-4, f"q_m.k_n vs f(m-n): max relative diff {worst:.2e}"
+    # Not vacuous: the score does change with m - n.
+    spread = max(seen.values()) - min(seen.values())
+    assert spread > 0.1 * scale, f"scores for different m - n are nearly equal ({seen}); the test is vacuous"
+
+
+def test_rope_relative_identity_exact_with_float64_tables():
+    """With float64 angle tables, apply_rope's identity q_m.k_n = f(m-n) holds to 1e-12 (it is the math, not luck)."""
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(D, dtype=torch.float64, generator=gen)
+    k = torch.randn(D, dtype=torch.float64, generator=gen)
+    inv = torch.tensor([10000.0 ** (-2 * i / D) for i in range(D // 2)], dtype=torch.float64)
+
+    def rot64(x, m, pairing):
+        a = m * inv[None]  # (1, D/2)
+        return pos_rope.apply_rope(x.view(1, 1, 1, D), torch.cos(a), torch.sin(a), pairing).view(-1)
+
+    for pairing in pos_rope.PAIRINGS:
+        scores = [(rot64(q, m, pairing) @ rot64(k, m - 7, pairing)).item() for m in (7, 50, 4103, 6007)]
+        spread = max(scores) - min(scores)
+        assert spread < 1e-10, f"{pairing}: q_m.k_(m-7) spread over m {spread:.2e}"
+
+
+@pytest.mark.parametrize("pairing", pos_rope.PAIRINGS)
+def test_rope_preserves_norm(pairing):
+    """A rotation keeps every vector's length, at every position (float32 cos^2+sin^2 = 1 to ~1e-7)."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 40, D, dtype=torch.float64, generator=gen)
+    rope = pos_rope.RotaryEmbedding(D, pairing=pairing)
+    for offset in (0, 5000):
+        y, _ = rope(x, x, offset=offset)
+        err = (y.norm(dim=-1) / x.norm(dim=-1) - 1).abs().max().item()
+        assert err < 1e-6, f"{pairing} offset {offset}: max relative norm change {err:.2e}"
+
+
+def test_rope_pairings_are_a_permutation_of_each_other():
+    """adjacent pair i = dims (2i, 2i+1) <-> half pair (i, i + D/2): same map up to that fixed permutation."""
+    gen = torch.Generator().manual_seed(5)
+    T = 9
+    x = torch.randn(2, 3, T, D, dtype=torch.float64, generator=gen)
+    perm = [0] * D  # half-layout dim -> adjacent-layout dim
+    for i in range(D // 2):
+        perm[i], perm[i + D // 2] = 2 * i, 2 * i + 1
+    cos, sin = pos_rope.precompute_freqs(D, T, offset=123)
+    adj = pos_rope.apply_rope(x, cos, sin, "adjacent")
+    half = pos_rope.apply_rope(x[..., perm], cos, sin, "half")
+    err = max_diff(adj[..., perm], half)
+    assert err < 1e-12, f"adjacent then permute vs permute then half max diff {err:.2e}"
+    # Not vacuous: without the permutation the two conventions disagree.
+    diff = max_diff(pos_rope.apply_rope(x, cos, sin, "adjacent"), pos_rope.apply_rope(x, cos, sin, "half"))
+    assert diff > 1e-2, f"the two pairings agree without a permutation (max diff {diff:.2e})"
+
+
+def test_rope_offset_equals_slice_of_longer_table():
+    """precompute_freqs(offset=o) rows == rows o.. of a table built from 0."""
+    cos, sin = pos_rope.precompute_freqs(D, 5, offset=300)
+    C, S = pos_rope.precompute_freqs(D, 305)
+    err = max(max_diff(cos, C[300:]), max_diff(sin, S[300:]))
+    assert err < 1e-6, f"offset table vs slice max diff {err:.2e}"
+    assert cos.dtype == torch.float32 and sin.dtype == torch.float32
+
+
+@pytest.mark.parametrize("pairing", pos_rope.PAIRINGS)
+def test_rope_module_offset_equals_full_then_slice(pairing):
+    """RotaryEmbedding(q[:, :, o:], offset=o) == RotaryEmbedding(q)[:, :, o:] (what a KV cache relies on)."""
+    gen = torch.Generator().manual_seed(6)
+    T, o = 305, 300
+    q = torch.randn(1, 2, T, D, generator=gen)
+    k = torch.randn(1, 2, T, D, generator=gen)
+    full_q, full_k = pos_rope.RotaryEmbedding(D, pairing=pairing, init_len=8)(q, k)
+    rope = pos_rope.RotaryEmbedding(D, pairing=pairing, init_len=8)
+    part_q, part_k = rope(q[:, :, o:], k[:, :, o:], offset=o)
+    assert rope.cos.shape[0] >= T, f"table did not grow: {rope.cos.shape[0]} rows"
+    err = max(max_diff(part_q, full_q[:, :, o:]), max_diff(part_k, full_k[:, :, o:]))
+    assert err < 1e-6, f"{pairing}: offset forward vs full-then-slice max diff {err:.2e}"
+    assert "cos" not in rope.state_dict() and "inv_freq" not in rope.state_dict()
+
+
+def test_rope_angles_float32_for_bfloat16_input():
+    """bf16 in, bf16 out, but the angles stay float32: at m ~ 4000 bf16 angles would be off by radians."""
+    gen = torch.Generator().manual_seed(7)
+    positions = list(range(4000, 4008))
+    x = torch.randn(len(positions), D, generator=gen)
+    rope = pos_rope.RotaryEmbedding(D)
+    y, _ = rope(x.bfloat16().view(1, 1, -1, D), x.bfloat16().view(1, 1, -1, D), offset=positions[0])
+    assert y.dtype == torch.bfloat16, f"output dtype {y.dtype}, expected x's dtype bfloat16"
+    assert rope.cos.dtype == torch.float32 and rope.sin.dtype == torch.float32, "tables must stay float32"
+    want = rope_reference(x.bfloat16().double(), positions)
+    err = max_diff(y.view(-1, D), want)
+    tol = 0.03 * x.abs().max().item()  # a few bf16 roundings of O(|x|) values
+    assert err < tol, f"bf16 RoPE at m=4000..4007 vs float64 reference max diff {err:.2e} (tol {tol:.2e})"
+    # What float32 angles avoid: the same positions with bf16 angles (m itself rounds to a multiple of 16/32).
+    m = torch.tensor(positions, dtype=torch.bfloat16)[:, None]
+    inv = pos_rope.rope_inv_freq(D).bfloat16()[None]
+    bad = pos_rope.apply_rope(x.bfloat16().view(1, 1, -1, D), torch.cos(m * inv), torch.sin(m * inv))
+    bad_err = max_diff(bad.view(-1, D), want)
+    assert bad_err > 10 * tol, f"bf16 angles should be visibly wrong here (max diff {bad_err:.2e})"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_rope_tables_stay_float32_after_module_cast(dtype):
+    """model.to(bf16/fp16) must not round the RoPE frequencies: the docstring promises float32 angles.
+
+    KNOWN BUG (pos_rope.RotaryEmbedding): inv_freq, cos and sin are floating buffers, so Module.to(dtype)
+    casts them; tables grown afterwards use the rounded inv_freq, and at m ~ 4000 the angles are off
+    by radians. This test fails until RotaryEmbedding keeps its buffers float32 under a dtype cast.
+    """
+    rope = pos_rope.RotaryEmbedding(D).to(dtype)
+    cos, sin = rope.cos_sin(4, offset=4000)  # beyond the initial table: forces a regrow
+    want_cos, want_sin = pos_rope.precompute_freqs(D, 4, offset=4000)
+    err = max(max_diff(cos, want_cos), max_diff(sin, want_sin))
+    assert err < 1e-6, (
+        f"after RotaryEmbedding.to({dtype}), cos/sin at m=4000..4003 differ from the float32 tables by "
+        f"{err:.2e} (inv_freq is now {rope.inv_freq.dtype}); pos_rope.RotaryEmbedding must keep "
+        f"inv_freq/cos/sin in float32 when the module is cast (e.g. override _apply)")
+    x = torch.randn(1, 1, 4, D).to(dtype)
+    y, _ = rope(x, x, offset=4000)
+    assert y.dtype == dtype
+
+
+def test_rope_odd_head_dim_raises():
+    with pytest.raises(ValueError, match="even"):
+        pos_rope.RotaryEmbedding(15)
+    with pytest.raises(ValueError, match="even"):
+        pos_rope.rope_inv_freq(7)
+    cos, sin = pos_rope.precompute_freqs(8, 4)
+    with pytest.raises(ValueError, match="even"):
+        pos_rope.apply_rope(torch.randn(1, 1, 4, 9), cos, sin)
+    with pytest.raises(ValueError, match="pairing"):
+        pos_rope.RotaryEmbedding(8, pairing="interleaved")
+
+
+# ============================================================================ ALiBi
+
+@pytest.mark.parametrize("n_head,exponents", [
+    (8, [1, 2, 3, 4, 5, 6, 7, 8]),
+    (12, [1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5]),
+    (16, [0.5 * h for h in range(1, 17)]),
+    (1, [8]),
+])
+def test_alibi_slopes_match_paper(n_head, exponents):
+    """Press et al. section 3: m_h = 2^(-8h/n); non-powers of two interleave the next power's slopes."""
+    got = pos_alibi.alibi_slopes(n_head)
+    want = torch.tensor([2.0 ** -e for e in exponents], dtype=torch.float64)
+    assert got.shape == (n_head,) and got.dtype == torch.float32
+    err = max_diff(got, want)
+    assert err < 1e-7, f"{n_head} heads: slopes max diff {err:.2e}; got {got.tolist()}"
+
+
+def test_alibi_bias_definition():
+    """bias[h, i, j] == -m_h (i - j); symmetric == -m_h |i - j|; checked entry by entry."""
+    H, T = 4, 6
+    m = [2.0 ** (-8.0 * h / H) for h in range(1, H + 1)]
+    for symmetric in (False, True):
+        bias = pos_alibi.alibi_bias(H, T, symmetric=symmetric)
+        assert bias.shape == (H, T, T)
+        worst = 0.0
+        for h in range(H):
+            for i in range(T):
+                for j in range(T):
+                    want = -m[h] * (abs(i - j) if symmetric else (i - j))
+                    worst = max(worst, abs(bias[h, i, j].item() - want))
+        assert worst < 1e-6, f"symmetric={symmetric}: bias vs -m(i-j) max diff {worst:.2e}"
+    mod = pos_alibi.ALiBi(H)
+    assert torch.equal(mod(T), pos_alibi.alibi_bias(H, T)), "ALiBi module vs alibi_bias differ"
+
+
+def test_alibi_short_query_is_last_rows():
+    """q_len < k_len (cached decoding): queries sit at positions k_len - q_len ..; equal to the full bias's last rows."""
+    H, Tq, Tk = 4, 3, 10
+    for symmetric in (False, True):
+        full = pos_alibi.alibi_bias(H, Tk, symmetric=symmetric)
+        last = pos_alibi.alibi_bias(H, Tq, Tk, symmetric=symmetric)
+        assert last.shape == (H, Tq, Tk)
+        err = max_diff(last, full[:, Tk - Tq:])
+        assert err == 0.0, f"symmetric={symmetric}: q_len<k_len bias vs last rows max diff {err:.2e}"
+    with pytest.raises(ValueError, match="k_len"):
+        pos_alibi.alibi_bias(H, 5, 3)
+
+
+@pytest.mark.parametrize("Tq,Tk", [(7, 7), (2, 7)])
+def test_alibi_key_form_equals_distance_form_under_causal_mask(Tq, Tk):
+    """softmax(s - m(i-j)) == softmax(s + m j) row by row when keys j > i are masked (row constants cancel)."""
+    H = 4
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randn(1, H, Tq, D, dtype=torch.float64, generator=gen)
+    k = torch.randn(1, H, Tk, D, dtype=torch.float64, generator=gen)
+    v = torch.randn(1, H, Tk, D, dtype=torch.float64, generator=gen)
+    dist = pos_alibi.alibi_bias(H, Tq, Tk).double()
+    key = pos_alibi.alibi_bias(H, Tq, Tk, form="key").double()
+    assert key.shape == (H, 1, Tk)
+    out_d, w_d = attn(q, k, v, score_bias=dist, causal=True, return_weights=True)
+    out_k, w_k = attn(q, k, v, score_bias=key, causal=True, return_weights=True)
+    err = max_diff(w_d, w_k)
+    assert err < 1e-10, f"causal weights, distance vs key form max diff {err:.2e}"
+    err = max_diff(attn_sdpa(q, k, v, score_bias=key, causal=True), out_d)
+    assert err < 1e-10, f"attn_sdpa with key form vs attn with distance form max diff {err:.2e}"
+    # Under the mask only j <= i is seen, where |i - j| = i - j: the symmetric form agrees too.
+    sym = pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True).double()
+    _, w_s = attn(q, k, v, score_bias=sym, causal=True, return_weights=True)
+    err = max_diff(w_s, w_k)
+    assert err < 1e-10, f"causal weights, symmetric vs key form max diff {err:.2e}"
+    # Not vacuous: without the mask, m j is not -m |i - j| (it rewards keys to the right).
+    _, w_open_s = attn(q, k, v, score_bias=sym, return_weights=True)
+    _, w_open_k = attn(q, k, v, score_bias=key, return_weights=True)
+    diff = max_diff(w_open_s, w_open_k)
+    assert diff > 1e-3, f"key and symmetric forms should differ without the mask (max diff {diff:.2e})"
+    # (The directional form -m(i - j) = m j - m i differs from m j by a per-row constant, so those two
+    # agree with or without a mask; "key form needs the causal mask" is about the symmetric meaning.)
+    _, w_open_d = attn(q, k, v, score_bias=dist, return_weights=True)
+    err = max_diff(w_open_d, w_open_k)
+    assert err < 1e-10, f"unmasked weights, directional distance vs key form max diff {err:.2e}"
+    with pytest.raises(ValueError, match="causal"):
+        pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True, form="key")
+
+
+# ============================================================================ learned
+
+def test_learned_offset_and_overflow():
+    """forward(T, offset) returns rows offset..offset+T-1; asking past the table names the limit."""
+    pe = pos_learned.LearnedPositionalEmbedding(max_len=16, dim=8)
+    full = pe(16)
+    assert torch.equal(full, pe.table.weight), "pe(max_len) should be the whole table"
+    assert torch.equal(pe(4, offset=10), full[10:14])
+    for T, offset in [(17, 0), (1, 16), (4, 13)]:
+        with pytest.raises(ValueError, match=r"16 rows") as e:
+            pe(T, offset)
+        assert f"position {offset + T - 1}" in str(e.value), str(e.value)
+
+
+def test_learned_untrained_rows_get_no_gradient():
+    """Training at length 8 on a 16-row table: rows 8..15 get exactly zero gradient and never move."""
+    pe = pos_learned.LearnedPositionalEmbedding(max_len=16, dim=8)
+    before = pe.table.weight.detach().clone()
+    opt = torch.optim.Adam(pe.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        (pe(8) - 1.0).pow(2).sum().backward()
+        opt.step()
+    g = pe.table.weight.grad
+    assert g[8:].abs().max().item() == 0.0, f"rows past the training length got gradient {g[8:].abs().max():.2e}"
+    assert (g[:8].abs().sum(dim=1) > 0).all(), "every trained row should get gradient"
+    moved = (pe.table.weight - before).abs().sum(dim=1)
+    assert moved[8:].max().item() == 0.0, f"untrained rows moved by {moved[8:].max():.2e}"
+    assert (moved[:8] > 0).all()
