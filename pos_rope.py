@@ -26,12 +26,63 @@ Where this differs from the tutorial's `precompute_freqs` / `apply_rope`:
     angles at m ~ 4096 are off by whole radians), and cast to x's dtype only at the end;
   * an odd head dimension raises a clear error instead of a shape mismatch.
 
-Copyable alone: imports torch only.
+Context extension ("RoPE scaling"). A model trained at length L0 has only ever seen the
+angles m theta_i for m < L0; pairs that turn less than once in L0 meet new angles beyond
+it. `scaling` changes the frequencies (and for YaRN the attention temperature) so that a
+longer context reuses familiar angles. The dict uses Hugging Face's `rope_type` names, so
+a model config maps over directly (rename HF's `original_max_position_embeddings` to
+`original_max_len`):
+
+    {"rope_type": "linear" | "ntk" | "dynamic" | "yarn" | "llama3",
+     "factor": s >= 1,                 # target length / L0; 1 gives plain RoPE for every type
+     "original_max_len": L0,           # training length; needed by dynamic, yarn, llama3
+     "beta_fast": 32, "beta_slow": 1,  # yarn: ramp ends, in turns over L0
+     "attention_factor": 0.1 ln s + 1, # yarn: multiplies cos and sin, so q.k by its square
+     "low_freq_factor": 1, "high_freq_factor": 4}   # llama3: wavelength thresholds L0 / f
+
+  * linear: Position Interpolation. theta_i / s for every pair: position m is read as m / s.
+    Chen et al. 2023, "Extending Context Window of Large Language Models via Positional
+    Interpolation" (and kaiokendev's SuperHOT, same idea).
+  * ntk: "NTK-aware" scaling, static. base' = base s^(d/(d-2)): the fastest pair keeps its
+    speed, the slowest is divided by s. bloc97, Reddit r/LocalLLaMA 2023; analysed in the
+    YaRN paper, section 3.1. (Hugging Face has no static NTK type; the name is ours.)
+  * dynamic: dynamic NTK. The NTK base is recomputed from the current length L: plain
+    RoPE up to L0, then base' = base (s L / L0 - (s - 1))^(d/(d-2)). emozilla, Reddit 2023;
+    YaRN paper section 3.3. HF "dynamic".
+  * yarn: NTK-by-parts plus an attention temperature. Pairs that turn more than beta_fast
+    times in L0 are kept, pairs that turn fewer than beta_slow times are interpolated
+    (theta_i / s), a linear ramp blends those in between; cos and sin are multiplied by
+    0.1 ln s + 1. Peng, Quesnelle, Fan, Shippole 2023, "YaRN: Efficient Context Window
+    Extension of Large Language Models". HF "yarn".
+  * llama3: the same three-band idea with wavelength thresholds: keep pairs whose
+    wavelength is below L0 / high_freq_factor, divide by s those above L0 / low_freq_factor,
+    blend smoothly in between. Meta 2024, "The Llama 3 Herd of Models" (Llama 3.1 code). HF
+    "llama3".
+  Angles stay float32 whatever the scaling. One deliberate difference from Hugging Face:
+  "dynamic" with factor 1 is plain RoPE at every length here (HF's formula would still
+  rescale by L / L0 beyond L0). Dynamic tables depend on the total length offset + T, so a
+  KV cache holds keys rotated with an older base: beyond L0, cached decoding and a full
+  forward differ slightly (HF has the same property).
+
+Copyable alone: imports torch and math only.
 """
+import math
+
 import torch
 import torch.nn as nn
 
 PAIRINGS = ("adjacent", "half")
+ROPE_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3")
+# Optional keys of each rope_type with their defaults ("rope_type", "factor" and
+# "original_max_len" are accepted by every type). None = computed from the factor.
+SCALING_DEFAULTS = {
+    "linear": {},
+    "ntk": {},
+    "dynamic": {},
+    "yarn": {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None},
+    "llama3": {"low_freq_factor": 1.0, "high_freq_factor": 4.0},
+}
+NEEDS_ORIGINAL_LEN = ("dynamic", "yarn", "llama3")
 
 
 def rope_inv_freq(dim: int, theta: float = 10000.0) -> torch.Tensor:
@@ -42,14 +93,18 @@ def rope_inv_freq(dim: int, theta: float = 10000.0) -> torch.Tensor:
 
 
 def precompute_freqs(dim: int, max_len: int, theta: float = 10000.0, offset: int = 0,
-                     inv_freq: torch.Tensor = None, device=None):
-    """cos and sin of m * theta_i for m = offset .. offset+max_len-1: two (max_len, d/2) float32 tables."""
+                     inv_freq: torch.Tensor = None, device=None, attention_factor: float = 1.0):
+    """cos and sin of m * theta_i for m = offset .. offset+max_len-1: two (max_len, d/2) float32 tables.
+
+    attention_factor (YaRN's temperature, 1 otherwise) multiplies both tables."""
     if inv_freq is None:
         inv_freq = rope_inv_freq(dim, theta)
     inv_freq = inv_freq.to(device=device, dtype=torch.float32)
     m = torch.arange(offset, offset + max_len, device=device, dtype=torch.float32)  # (T,)
     angles = torch.outer(m, inv_freq)  # (T,) x (d/2,) -> (T, d/2)
-    return torch.cos(angles), torch.sin(angles)
+    if attention_factor == 1.0:
+        return torch.cos(angles), torch.sin(angles)
+    return attention_factor * torch.cos(angles), attention_factor * torch.sin(angles)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -79,35 +134,193 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     raise ValueError(f"unknown RoPE pairing {pairing!r}; use one of {PAIRINGS}")
 
 
+# ----------------------------------------------------------------------------- scaling
+# Each rope_type is a small pure function of (d, base, s, ...); scaled_inv_freq dispatches.
+# d is the rotated head dim, base the RoPE theta, s the factor, L0 the training length.
+
+def check_scaling(scaling: dict) -> dict:
+    """Validate a scaling dict; return a copy with every default filled in. Raises ValueError."""
+    if not isinstance(scaling, dict):
+        raise ValueError(f"RoPE scaling must be a dict like {{'rope_type': 'yarn', 'factor': 4.0, "
+                         f"'original_max_len': 256}} or None, got {type(scaling).__name__}")
+    kind = scaling.get("rope_type")
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"unknown rope_type {kind!r}; use one of {', '.join(ROPE_TYPES)} (Hugging Face names)")
+    allowed = {"rope_type", "factor", "original_max_len", *SCALING_DEFAULTS[kind]}
+    extra = sorted(set(scaling) - allowed)
+    if extra:
+        hint = " (call it original_max_len here)" if "original_max_position_embeddings" in extra else ""
+        raise ValueError(f"rope_type {kind!r} does not take {extra}{hint}; it takes {sorted(allowed)}")
+    s = scaling.get("factor")
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not s >= 1:  # `not >=` also catches nan
+        raise ValueError(f"RoPE scaling factor must be a number >= 1 (1 = plain RoPE), got {s!r}")
+    out = {**SCALING_DEFAULTS[kind], "original_max_len": None, **scaling, "factor": float(s)}
+    L0 = out["original_max_len"]
+    if L0 is None and kind in NEEDS_ORIGINAL_LEN:
+        raise ValueError(f"rope_type {kind!r} needs original_max_len, the sequence length the model was trained at")
+    if L0 is not None and (isinstance(L0, bool) or not isinstance(L0, int) or L0 < 1):
+        raise ValueError(f"original_max_len must be a positive int (the training length), got {L0!r}")
+    if kind == "yarn":
+        if not out["beta_fast"] > out["beta_slow"] > 0:
+            raise ValueError(f"yarn needs beta_fast > beta_slow > 0, got {out['beta_fast']} and {out['beta_slow']}")
+        if out["attention_factor"] is None:
+            out["attention_factor"] = yarn_attention_factor(out["factor"])
+    if kind == "llama3" and not out["high_freq_factor"] > out["low_freq_factor"] > 0:
+        raise ValueError(f"llama3 needs high_freq_factor > low_freq_factor > 0, got "
+                         f"{out['high_freq_factor']} and {out['low_freq_factor']}")
+    return out
+
+
+def ntk_base(theta: float, factor: float, dim: int) -> float:
+    """Static NTK-aware base."""
+    # base' = base * s^(d/(d-2))
+    # Pair i turns at base^(-2i/d). Pair 0 turns at 1 for any base (kept, extrapolated); the
+    # slowest pair, i = d/2 - 1, gets base'^(-(d-2)/d) = base^(-(d-2)/d) / s (interpolated).
+    if dim < 4:
+        raise ValueError(f"NTK scaling changes the base, which needs at least two pairs (head dim >= 4), got {dim}")
+    return theta * factor ** (dim / (dim - 2))
+
+
+def dynamic_ntk_base(theta: float, factor: float, dim: int, seq_len: int, original_max_len: int) -> float:
+    """Dynamic NTK base for the current total length seq_len (None = not beyond L0)."""
+    # base' = base                                   if L <= L0
+    # base' = base * (s * L / L0 - (s - 1))^(d/(d-2)) if L >  L0
+    # The bracket, 1 + s (L / L0 - 1), is 1 at L = L0 and grows by s per further L0: plain
+    # RoPE while the text fits in the training length, then a static NTK base that keeps
+    # growing with it (s sets how fast). Factor 1 is plain RoPE at every length here; HF's
+    # formula would give the bracket L / L0 beyond L0.
+    if seq_len is None or seq_len <= original_max_len or factor == 1.0:
+        return theta
+    return ntk_base(theta, factor * seq_len / original_max_len - (factor - 1), dim)
+
+
+def yarn_correction_dim(num_rotations: float, dim: int, theta: float, original_max_len: int) -> float:
+    """The (fractional) pair index that turns num_rotations times over the training length."""
+    # Pair i turns L0 theta_i / (2 pi) = L0 / (2 pi base^(2i/d)) times in L0. Set that to r:
+    #   i(r) = d * ln(L0 / (2 pi r)) / (2 ln base)
+    return dim * math.log(original_max_len / (num_rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+
+def yarn_correction_range(dim: int, theta: float, original_max_len: int,
+                          beta_fast: float = 32.0, beta_slow: float = 1.0):
+    """(low, high) pair indices of YaRN's ramp: pairs <= low are kept, pairs >= high interpolated."""
+    # low = floor(i(beta_fast)), high = ceil(i(beta_slow)), clipped to [0, d - 1] as in HF
+    low = math.floor(yarn_correction_dim(beta_fast, dim, theta, original_max_len))
+    high = math.ceil(yarn_correction_dim(beta_slow, dim, theta, original_max_len))
+    return max(low, 0), min(high, dim - 1)
+
+
+def yarn_ramp(low: float, high: float, n: int) -> torch.Tensor:
+    """r_i for i = 0 .. n-1: 0 up to low (keep), 1 from high on (interpolate), linear between."""
+    # r_i = clamp((i - low) / (high - low), 0, 1)
+    if low == high:
+        high += 0.001  # as in HF: avoid dividing by zero
+    return ((torch.arange(n, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+
+
+def yarn_attention_factor(factor: float) -> float:
+    """YaRN's sqrt(1/t): multiplies cos and sin, so q.k (the logits) by its square."""
+    # sqrt(1/t) = 0.1 ln(s) + 1   (YaRN eq. 22; fitted on Llama, 1 at s = 1)
+    return 0.1 * math.log(factor) + 1.0
+
+
+def llama3_inv_freq(inv_freq: torch.Tensor, factor: float, original_max_len: int,
+                    low_freq_factor: float = 1.0, high_freq_factor: float = 4.0) -> torch.Tensor:
+    """Llama 3.1's frequency-band scaling of plain inv_freq (d/2,)."""
+    # wavelength w_i = 2 pi / theta_i, compared with the training length L0:
+    #   w_i < L0 / high_freq_factor   -> theta_i                    (many turns in L0: keep)
+    #   w_i > L0 / low_freq_factor    -> theta_i / s                (about a turn or less: interpolate)
+    #   otherwise theta_i' = (1 - g) theta_i / s + g theta_i,  g = (L0 / w_i - low) / (high - low)
+    # g > 1 in the first band and g < 0 in the second, so clamping g covers all three.
+    wavelen = 2 * math.pi / inv_freq
+    g = ((original_max_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    return torch.lerp(inv_freq / factor, inv_freq, g)  # lerp(a, b, g) = a + g (b - a), exact at g = 0 and 1
+
+
+def scaled_inv_freq(dim: int, theta: float, scaling: dict = None, seq_len: int = None):
+    """(inv_freq (d/2,) float32, attention_factor) for a scaling dict; None means plain RoPE.
+
+    seq_len, the current total length offset + T, only matters for "dynamic"."""
+    inv = rope_inv_freq(dim, theta)
+    if scaling is None:
+        return inv, 1.0
+    sc = check_scaling(scaling)
+    kind, s, L0 = sc["rope_type"], sc["factor"], sc["original_max_len"]
+    if kind == "linear":
+        # theta_i' = theta_i / s: angle (m s) theta_i' = m theta_i, positions squeezed into [0, L0)
+        return inv / s, 1.0
+    if kind == "ntk":
+        return rope_inv_freq(dim, ntk_base(theta, s, dim)), 1.0
+    if kind == "dynamic":
+        return rope_inv_freq(dim, dynamic_ntk_base(theta, s, dim, seq_len, L0)), 1.0
+    if kind == "yarn":
+        low, high = yarn_correction_range(dim, theta, L0, sc["beta_fast"], sc["beta_slow"])
+        r = yarn_ramp(low, high, dim // 2)
+        # theta_i' = (1 - r_i) theta_i + r_i theta_i / s   (HF: interp * (1 - mask) + extrap * mask, mask = 1 - r)
+        return torch.lerp(inv, inv / s, r), sc["attention_factor"]
+    return llama3_inv_freq(inv, s, L0, sc["low_freq_factor"], sc["high_freq_factor"]), 1.0
+
+
 class RotaryEmbedding(nn.Module):
     """Holds the cos/sin tables; forward(q, k, offset) rotates q and k of shape (B, H, T, D).
 
     `cos_sin(T, offset)` returns the float32 (T, D/2) tables for positions offset ..
     offset+T-1, growing the cached table if needed (buffers are persistent=False: they are
-    a pure function of head_dim and theta, so checkpoints do not carry them).
+    a pure function of head_dim, theta and scaling, so checkpoints do not carry them).
+    `scaling` (see the module docstring) changes inv_freq and, for YaRN, multiplies both
+    tables by attention_factor. For "dynamic" the tables beyond original_max_len depend on
+    the total length offset + T: one such table is kept, keyed by that length, and rebuilt
+    when the length changes; up to original_max_len the plain table serves every length.
     """
 
     def __init__(self, head_dim: int, theta: float = 10000.0, pairing: str = "adjacent",
                  init_len: int = 256, scaling: dict = None):
         super().__init__()
-        if scaling is not None:
-            raise NotImplementedError("RoPE scaling is not implemented yet")
-        self.scaling = scaling
         if pairing not in PAIRINGS:
             raise ValueError(f"unknown RoPE pairing {pairing!r}; use one of {PAIRINGS}")
+        self.scaling = None if scaling is None else check_scaling(scaling)  # defaults filled in
         self.head_dim, self.theta, self.pairing = head_dim, theta, pairing
-        self.register_buffer("inv_freq", rope_inv_freq(head_dim, theta), persistent=False)
-        cos, sin = precompute_freqs(head_dim, init_len, inv_freq=self.inv_freq)
+        inv_freq, self.attention_factor = scaled_inv_freq(head_dim, theta, self.scaling)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        cos, sin = precompute_freqs(head_dim, init_len, inv_freq=inv_freq, attention_factor=self.attention_factor)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
+        self.dynamic_from = None  # dynamic NTK: total lengths above this get their own table
+        if self.scaling and self.scaling["rope_type"] == "dynamic" and self.scaling["factor"] > 1:
+            self.dynamic_from = self.scaling["original_max_len"]
+        self.dyn_len = None  # the total length the dyn_cos/dyn_sin tables were built for
+        self.register_buffer("dyn_cos", torch.empty(0, head_dim // 2), persistent=False)
+        self.register_buffer("dyn_sin", torch.empty(0, head_dim // 2), persistent=False)
 
     def cos_sin(self, T: int, offset: int = 0):
         need = offset + T
+        if self.dynamic_from is not None and need > self.dynamic_from:
+            if need != self.dyn_len:  # the base depends on the length: rebuild for this one
+                inv, _ = scaled_inv_freq(self.head_dim, self.theta, self.scaling, seq_len=need)
+                self.dyn_cos, self.dyn_sin = precompute_freqs(self.head_dim, need, inv_freq=inv,
+                                                              device=self.inv_freq.device)
+                self.dyn_len = need
+            return self.dyn_cos[offset:need], self.dyn_sin[offset:need]  # (T, D/2) each
         if need > self.cos.shape[0]:
             grown = max(need, 2 * self.cos.shape[0])
             self.cos, self.sin = precompute_freqs(self.head_dim, grown, inv_freq=self.inv_freq,
-                                                  device=self.inv_freq.device)
+                                                  device=self.inv_freq.device,
+                                                  attention_factor=self.attention_factor)
         return self.cos[offset:need], self.sin[offset:need]  # (T, D/2) each
+
+    def _apply(self, fn, *args, **kwargs):
+        # Module.to(dtype), .half() and .bfloat16() cast every floating buffer, but the angles
+        # must stay float32 (bf16 angles at m ~ 4000 are off by radians). After such a cast,
+        # rebuild the tables from their definition in float32, on the device fn chose.
+        super()._apply(fn, *args, **kwargs)
+        if self.inv_freq.dtype != torch.float32:
+            device = self.inv_freq.device
+            self.inv_freq = scaled_inv_freq(self.head_dim, self.theta, self.scaling)[0].to(device)
+            self.cos, self.sin = precompute_freqs(self.head_dim, self.cos.shape[0], inv_freq=self.inv_freq,
+                                                  device=device, attention_factor=self.attention_factor)
+            self.dyn_cos = self.dyn_sin = torch.empty(0, self.head_dim // 2, device=device)
+            self.dyn_len = None
+        return self
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
         cos, sin = self.cos_sin(q.shape[-2], offset)
@@ -146,6 +359,14 @@ def _self_check() -> None:
         RotaryEmbedding(15)
     except ValueError as e:
         print(f"ok  odd head dim raises: {e}")
+    x = torch.randn(1, 1, 64, 128)
+    same = all(torch.equal(RotaryEmbedding(128, scaling={"rope_type": t, "factor": 1, "original_max_len": 16})(x, x)[0],
+                           RotaryEmbedding(128)(x, x)[0]) for t in ROPE_TYPES)
+    assert same
+    low, high = yarn_correction_range(128, 10000.0, 4096)
+    print(f"ok  scaling, d=128, s=4: factor 1 is plain RoPE for all {len(ROPE_TYPES)} types; ntk base' = "
+          f"{ntk_base(10000.0, 4.0, 128):.0f}; yarn (L0=4096) keeps pairs <= {low}, interpolates >= {high}, "
+          f"temperature {yarn_attention_factor(4.0):.4f}")
 
 
 if __name__ == "__main__":

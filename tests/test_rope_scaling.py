@@ -1,0 +1,203 @@
+"""RoPE context-extension scaling (pos_rope.scaled_inv_freq and RotaryEmbedding(scaling=...)).
+
+Checks against hand-computed numbers, against the formulas written out independently
+(the way Hugging Face's modeling_rope_utils.py writes them), and the properties that must
+survive scaling: factor 1 is plain RoPE, q_m . k_n depends only on m - n.
+"""
+import math
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pos_rope  # noqa: E402
+from pos_rope import ROPE_TYPES, RotaryEmbedding, precompute_freqs, scaled_inv_freq  # noqa: E402
+
+
+def cfg(kind, factor, L0=64, **kw):
+    return {"rope_type": kind, "factor": factor, "original_max_len": L0, **kw}
+
+
+def maxdiff(a, b):
+    return (a.double() - b.double()).abs().max().item()
+
+
+@pytest.mark.parametrize("kind", ROPE_TYPES)
+def test_factor_one_is_plain_rope(kind):
+    # well beyond original_max_len, so "dynamic" would rescale if it were not exactly off
+    plain = RotaryEmbedding(32)
+    scaled = RotaryEmbedding(32, scaling=cfg(kind, 1.0, L0=16))
+    for T, off in ((8, 0), (300, 0), (5, 1000)):
+        c0, s0 = plain.cos_sin(T, off)
+        c1, s1 = scaled.cos_sin(T, off)
+        assert torch.equal(c0, c1) and torch.equal(s0, s1), \
+            f"{kind}, factor 1, T={T}, offset={off}: max diff {max(maxdiff(c0, c1), maxdiff(s0, s1)):.2e}"
+
+
+def test_ntk_base_hand_computed():
+    # 10000 * 4^(128/126) = 40000 * e^(ln 4 / 63) = 40889.96...
+    base = pos_rope.ntk_base(10000.0, 4.0, 128)
+    assert abs(base - 40890) < 1, f"static NTK base {base:.3f}, expected about 40890"
+    inv, af = scaled_inv_freq(128, 10000.0, {"rope_type": "ntk", "factor": 4.0})
+    plain = pos_rope.rope_inv_freq(128)
+    assert af == 1.0
+    assert inv[0] == plain[0] == 1.0, "pair 0 turns at 1 rad/token for any base"
+    ratio = (plain[-1] / inv[-1]).item()
+    assert abs(ratio - 4.0) < 1e-4, f"slowest pair should turn s = 4 times slower, got {ratio:.6f}"
+
+
+def test_yarn_correction_range_hand_computed():
+    # i(r) = d ln(L0 / (2 pi r)) / (2 ln base): i(32) = 20.94 -> 20, i(1) = 45.03 -> 46
+    assert pos_rope.yarn_correction_dim(32, 128, 10000.0, 4096) == pytest.approx(20.94, abs=0.01)
+    assert pos_rope.yarn_correction_dim(1, 128, 10000.0, 4096) == pytest.approx(45.03, abs=0.01)
+    assert pos_rope.yarn_correction_range(128, 10000.0, 4096, 32, 1) == (20, 46)
+
+
+@pytest.mark.parametrize("s, expected", [(4, 1.1386), (8, 1.2079), (16, 1.2773), (32, 1.3466)])
+def test_yarn_temperature(s, expected):
+    got = pos_rope.yarn_attention_factor(s)
+    assert round(got, 4) == expected, f"0.1 ln {s} + 1 = {got:.6f}, expected {expected}"
+    rope = RotaryEmbedding(16, scaling=cfg("yarn", float(s)))
+    c, sn = rope.cos_sin(40)
+    norm = (c ** 2 + sn ** 2).sqrt()
+    assert maxdiff(norm, torch.full_like(norm, expected)) < 1e-4, "cos and sin should both carry the factor"
+
+
+def test_yarn_matches_reference_formula():
+    # HF form: inv = interp * (1 - mask) + extrap * mask, mask = 1 - ramp(low, high)
+    d, base, s, L0 = 128, 10000.0, 8.0, 4096
+    pos_freqs = base ** (torch.arange(0, d, 2).float() / d)
+    extrap, interp = 1.0 / pos_freqs, 1.0 / (s * pos_freqs)
+    ramp = ((torch.arange(d // 2).float() - 20) / (46 - 20)).clamp(0, 1)
+    mask = 1 - ramp
+    ref = interp * (1 - mask) + extrap * mask
+    inv, af = scaled_inv_freq(d, base, cfg("yarn", s, L0))
+    rel = maxdiff(inv / ref, torch.ones_like(ref))
+    assert rel < 1e-6, f"yarn inv_freq vs the reference formula: max relative diff {rel:.2e}"
+    assert torch.equal(inv[:21], extrap[:21]), "pairs up to low = 20 must be kept exactly"
+    assert maxdiff(inv[46:] / interp[46:], torch.ones(d // 2 - 46)) < 1e-6, "pairs from high = 46 on are theta / s"
+    assert af == pytest.approx(0.1 * math.log(8) + 1)
+
+
+def test_linear_position_m_times_s_is_plain_m():
+    plain = RotaryEmbedding(32)
+    for s in (4.0, 3.0):
+        lin = RotaryEmbedding(32, scaling={"rope_type": "linear", "factor": s})
+        m = torch.arange(0, 200)
+        cp, sp = plain.cos_sin(200)
+        cl, sl = lin.cos_sin(int(200 * s))
+        rows = (m * s).long()
+        d = max(maxdiff(cl[rows], cp), maxdiff(sl[rows], sp))
+        assert d < 1e-4, f"linear s={s}: cos/sin at m*s vs plain at m, max diff {d:.2e}"
+
+
+def test_llama3_bands():
+    d, base, s, L0 = 128, 500000.0, 8.0, 8192  # Llama 3.1's own numbers
+    plain = pos_rope.rope_inv_freq(d, base)
+    inv, af = scaled_inv_freq(d, base, cfg("llama3", s, L0, low_freq_factor=1.0, high_freq_factor=4.0))
+    assert af == 1.0
+    assert inv[0] == plain[0], f"highest frequency changed: {inv[0].item()} vs {plain[0].item()}"
+    assert inv[-1] == plain[-1] / s, \
+        f"lowest frequency should be divided by {s}: {inv[-1].item()} vs {plain[-1].item()}"
+    wavelen = 2 * math.pi / plain
+    hi, lo = wavelen < L0 / 4, wavelen > L0 / 1
+    assert torch.equal(inv[hi], plain[hi]) and torch.equal(inv[lo], plain[lo] / s)
+    mid = ~hi & ~lo
+    assert mid.any(), "these numbers should leave some pairs in the blend band"
+    g = (L0 / wavelen[mid] - 1) / (4 - 1)
+    ref = (1 - g) * plain[mid] / s + g * plain[mid]
+    assert maxdiff(inv[mid] / ref, torch.ones_like(ref)) < 1e-6
+    assert ((inv[mid] < plain[mid]) & (inv[mid] > plain[mid] / s)).all(), "blend must lie between theta/s and theta"
+
+
+def test_dynamic_identity_up_to_L0_then_different():
+    L0, s, d = 64, 4.0, 32
+    plain, dyn = RotaryEmbedding(d), RotaryEmbedding(d, scaling=cfg("dynamic", s, L0))
+    for T, off in ((L0, 0), (10, L0 - 10), (1, L0 - 1)):
+        assert torch.equal(dyn.cos_sin(T, off)[0], plain.cos_sin(T, off)[0]), f"T={T} offset={off} is within L0"
+    c_dyn, _ = dyn.cos_sin(4 * L0)
+    c_pl, _ = plain.cos_sin(4 * L0)
+    assert maxdiff(c_dyn, c_pl) > 0.1, "beyond L0 the base must change"
+    # the bracket s L / L0 - (s - 1) is s + 1 at L = 2 L0: the static NTK base for factor s + 1
+    ntk = scaled_inv_freq(d, 10000.0, {"rope_type": "ntk", "factor": s + 1})[0]
+    at_2L0 = scaled_inv_freq(d, 10000.0, cfg("dynamic", s, L0), seq_len=2 * L0)[0]
+    assert maxdiff(at_2L0, ntk) < 1e-7, f"dynamic at 2 L0 vs static NTK (s+1): max diff {maxdiff(at_2L0, ntk):.2e}"
+    # tables are keyed by the total length: a longer one gives a new base, a shorter one
+    # (still above L0) goes back, and rows of the same length agree however they are asked for
+    c_long, _ = dyn.cos_sin(8 * L0)
+    assert maxdiff(c_long[: 4 * L0], c_dyn) > 1e-3
+    c_again, _ = dyn.cos_sin(10, 4 * L0 - 10)
+    assert torch.equal(c_again, c_dyn[4 * L0 - 10:]), "same total length must give the same table"
+    assert torch.equal(dyn.cos_sin(L0)[0], plain.cos_sin(L0)[0]), "back at L0: plain again"
+    # HF's formula: base * ((s L / L0) - (s - 1))^(d / (d - 2))
+    L = 3 * L0
+    base = 10000.0 * ((s * L / L0) - (s - 1)) ** (d / (d - 2))
+    ref = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))
+    assert maxdiff(scaled_inv_freq(d, 10000.0, cfg("dynamic", s, L0), seq_len=L)[0], ref) < 1e-7
+
+
+@pytest.mark.parametrize("kind", (None,) + ROPE_TYPES)
+def test_relative_position_property_survives_scaling(kind):
+    torch.manual_seed(0)
+    D, L0 = 32, 64
+    rope = RotaryEmbedding(D, scaling=None if kind is None else cfg(kind, 8.0, L0))
+    T = 2000  # one table for the whole length (dynamic: one base for this length)
+    c, s = rope.cos_sin(T)
+    q, k = torch.randn(D, dtype=torch.float64), torch.randn(D, dtype=torch.float64)
+
+    def rot(x, m):
+        return pos_rope.apply_rope(x.view(1, 1, 1, D), c[m:m + 1].double(), s[m:m + 1].double()).flatten()
+
+    for delta in (0, 3, 100):
+        scores = [rot(q, m) @ rot(k, m - delta) for m in (delta, 500, 1999)]
+        spread = max(scores) - min(scores)
+        assert spread < 1e-3 * max(1.0, abs(scores[0])), \
+            f"{kind}: q_m . k_(m-{delta}) at m = {delta}, 500, 1999 = {[round(x.item(), 5) for x in scores]}"
+
+
+@pytest.mark.parametrize("kind", ROPE_TYPES)
+def test_tiny_lm_runs_beyond_training_length(kind):
+    import tiny_lm
+    torch.manual_seed(0)
+    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=11, n_layer=1, n_head=2, n_embd=16, pos="rope")).eval()
+    L0 = 16
+    idx = torch.randint(0, 11, (1, 4 * L0))
+    with torch.no_grad():
+        before = model(idx)
+        model.set_rope_scaling(cfg(kind, 4.0, L0))
+        after = model(idx)
+    assert after.shape == (1, 4 * L0, 11) and torch.isfinite(after).all()
+    assert maxdiff(before, after) > 1e-6, f"{kind}: scaling changed nothing at length {4 * L0}"
+    assert model.cfg.rope_scaling["rope_type"] == kind
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"rope_type": "longrope", "factor": 2.0}, "unknown rope_type"),
+    ({"rope_type": "linear", "factor": 0.5}, "factor must be a number >= 1"),
+    ({"rope_type": "yarn", "factor": 4.0}, "needs original_max_len"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}, "original_max_len here"),
+    ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 4.0}, "high_freq_factor >"),
+])
+def test_bad_scaling_raises(bad, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(16, scaling=bad)
+
+
+def test_precompute_attention_factor():
+    c1, s1 = precompute_freqs(16, 10)
+    c2, s2 = precompute_freqs(16, 10, attention_factor=1.5)
+    assert maxdiff(c2, 1.5 * c1) < 1e-6 and maxdiff(s2, 1.5 * s1) < 1e-6
+
+
+@pytest.mark.parametrize("kind", ("yarn", "dynamic"))
+def test_scaled_tables_stay_float32_after_module_cast(kind):
+    rope = RotaryEmbedding(16, scaling=cfg(kind, 4.0, L0=8))
+    want = [t.clone() for t in rope.cos_sin(40, 3000)]
+    rope = rope.to(torch.bfloat16)
+    got = rope.cos_sin(40, 3000)
+    assert got[0].dtype == torch.float32
+    d = max(maxdiff(got[0], want[0]), maxdiff(got[1], want[1]))
+    assert d < 1e-6, f"{kind}: tables after .to(bfloat16) differ from float32 ones by {d:.2e}"

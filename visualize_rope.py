@@ -1,0 +1,327 @@
+"""RoPE in pictures: rotation, relative positions, long-term decay, wavelengths vs YaRN,
+attention of a trained model beyond its training length, and the theta ablation.
+
+    python visualize_rope.py --only 1,2,3,4          # figures that need no checkpoint
+    python visualize_rope.py --only 5,6              # needs runs/main/rope*.pt (train_compare.py)
+    python visualize_rope.py --out /tmp/fig --ckpt runs/quick/rope.pt --ckpt-dir runs/quick
+
+Figures (PNG in --out): 1 rope_rotation, 2 rope_relative, 3 rope_decay, 4 rope_wavelengths,
+5 rope_attention, 6 rope_theta_attention (+ a markdown table). The math is pos_rope.py's;
+attention weights are recomputed from each layer's input with attn_common.attn, because
+the model itself runs the fused kernel, which does not return them.
+"""
+import argparse
+import functools
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+
+import pos_rope  # noqa: E402
+import tiny_lm  # noqa: E402
+from attn_common import attn  # noqa: E402
+
+THETA_VARIANTS = ("rope_theta10", "rope", "rope_theta1e6")  # checkpoint names from train_compare.py
+
+
+def save(fig, out: Path, name: str, tight: bool = True) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    if tight:  # figures with a colorbar spanning several axes set their layout themselves
+        fig.tight_layout()
+    fig.savefig(out / name, dpi=120)
+    plt.close(fig)
+    print(f"wrote {out / name}")
+
+
+# ----------------------------------------------------------------------------- figures 1-4: no model
+
+def fig_rotation(out, d, theta, n_pos):
+    """Pair i turns a 2-D vector by theta_i per token: clock hands at different speeds."""
+    inv = pos_rope.rope_inv_freq(d, theta).double()
+    pairs = [0, d // 8, d // 4, d // 2 - 1]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4 * len(pairs), 4.6))
+    cmap = plt.get_cmap("viridis")
+    for ax, i in zip(axes, pairs):
+        th = inv[i].item()
+        ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.8"))
+        for m in range(n_pos + 1):  # the vector (1, 0) at position m points at angle m theta_i
+            ax.annotate("", xy=(math.cos(m * th), math.sin(m * th)), xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="-|>", color=cmap(m / n_pos), lw=1.2))
+        last = -1.0
+        for m in (0, 1, 2, n_pos):  # label a few positions, skipping labels that would overlap
+            if m * th - last > 0.25:
+                ax.text(1.17 * math.cos(m * th), 1.17 * math.sin(m * th), f"m={m}", fontsize=8,
+                        ha="center", va="center")
+                last = m * th
+        ax.set_xlim(-1.35, 1.35), ax.set_ylim(-1.35, 1.35), ax.set_aspect("equal")
+        ax.set_xlabel(f"dim {2 * i}"), ax.set_ylabel(f"dim {2 * i + 1}")
+        ax.set_title(f"pair i={i}: θ_i = {th:.2g} rad/token\none turn every {2 * math.pi / th:,.0f} tokens",
+                     fontsize=10)
+    fig.subplots_adjust(left=0.04, right=0.9, top=0.8, bottom=0.12, wspace=0.3)
+    cax = fig.add_axes([0.92, 0.15, 0.012, 0.6])
+    fig.colorbar(plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, n_pos)), cax=cax, label="position m")
+    fig.suptitle(f"RoPE turns the vector (1, 0) of each dimension pair by m·θ_i, positions 0..{n_pos} "
+                 f"(d={d}, base {theta:g}): fast and slow clock hands")
+    save(fig, out, "rope_rotation.png", tight=False)
+
+
+def fig_relative(out, d, theta, radius, query_positions=(0, 1000), seed=0):
+    """q_m . k_n against m - n for fixed q, k: the curve is the same wherever the query sits."""
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(1, 1, 1, d, generator=g).double(), torch.randn(1, 1, 1, d, generator=g).double()
+    delta = torch.arange(-radius, radius + 1)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    curves = []
+    for m, style in zip(query_positions, ("-", "--")):
+        cq, sq = pos_rope.precompute_freqs(d, 1, theta, offset=m)
+        ck, sk = pos_rope.precompute_freqs(d, 2 * radius + 1, theta, offset=m - radius)  # n = m-R .. m+R
+        qm = pos_rope.apply_rope(q, cq.double(), sq.double())             # (1, 1, 1, d)
+        kn = pos_rope.apply_rope(k.expand(1, 1, 2 * radius + 1, d), ck.double(), sk.double())
+        score = (kn @ qm.transpose(-1, -2)).flatten().flip(0)              # index by delta = m - n
+        curves.append(score)
+        ax.plot(delta, score, style, lw=2 if style == "-" else 1.5, label=f"query at m = {m}, key at n = m - Δ")
+    diff = (curves[0] - curves[1]).abs().max().item()
+    ax.axvline(0, color="0.7", lw=0.8)
+    ax.set_xlabel("relative position Δ = m - n")
+    ax.set_ylabel("q_m · k_n (rotated)")
+    ax.set_title(f"q·k depends only on m - n: curves for m = {query_positions[0]} and {query_positions[1]} "
+                 f"overlap (max diff {diff:.1e})\n(random q, k, d={d}; n < 0 is fine for the formula)", fontsize=10)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    save(fig, out, "rope_relative.png")
+
+
+def fig_decay(out, dims, theta, max_dist=100_000, seed=0):
+    """Long-term decay (RoFormer section 3.4.3) for q = k: all ones, and random vectors averaged."""
+    g = torch.Generator().manual_seed(seed)
+    near = torch.arange(0, 513).double()
+    far = torch.arange(1, max_dist + 1).double()
+    edges = torch.unique(torch.logspace(0, math.log10(max_dist), 61).long()).tolist()  # log bins [a, b)
+    centers = [math.sqrt(a * (b - 1)) for a, b in zip(edges, edges[1:])]
+
+    def bin_mean(y):  # y[Δ - 1] for Δ = 1 .. max_dist -> its mean over each log bin of distances
+        return torch.stack([y[a - 1:b - 1].mean() for a, b in zip(edges, edges[1:])])
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    for d in dims:
+        inv = pos_rope.rope_inv_freq(d, theta).double()
+        # q = k = ones: q_m . k_n = sum_i 2 cos((m-n) theta_i), divided by |q|^2 = d
+        line, = ax1.plot(near, torch.cos(near[:, None] * inv).mean(1), lw=1, label=f"d={d}")
+        # random q = k: q_m . q_n = sum_i r_i cos(Δ theta_i), r_i = |pair i|^2; mean |.| / |q|^2
+        r = torch.randn(64, d // 2, 2, generator=g).double().pow(2).sum(-1)    # (S, d/2)
+        r = r / r.sum(1, keepdim=True)
+        env = (r @ torch.cos(inv[:, None] * far)).abs().mean(0)                # (S, d/2) @ (d/2, nΔ) -> (nΔ,)
+        ax2.plot(centers, bin_mean(env), color=line.get_color(), lw=2,
+                 label=f"d={d}: mean |q·k| / |q|², random q = k")
+        # RoFormer's bound: (1/(d/2)) sum_j |S_j|, S_j = sum_{i<j} e^{iΔθ_i}; divided by its value at Δ = 0
+        bound = torch.exp(1j * far[:, None] * inv).cumsum(1).abs().mean(1) / ((d // 2 + 1) / 2)
+        ax2.plot(centers, bin_mean(bound), "--", color=line.get_color(), lw=1.2,
+                 label=f"d={d}: RoFormer bound (scaled to 1 at Δ = 0)")
+    ax1.set_title("q = k = all ones: q_m·k_n / |q|² = mean over pairs of cos(Δθ_i)", fontsize=10)
+    ax1.set_xlabel("relative distance Δ = m - n"), ax1.set_ylabel("q_m·k_n / |q|²")
+    ax2.set_xscale("log")
+    ax2.set_title("Envelope, averaged over log-spaced distance bins: it decays with distance;\n"
+                  "more pairs (larger d) average out to a lower floor", fontsize=10)
+    ax2.set_xlabel("relative distance Δ (log)"), ax2.set_ylabel("relative size (1 at Δ = 0)")
+    ax2.set_ylim(0, 1.05)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3), ax.legend(fontsize=8)
+    fig.suptitle(f"RoPE long-term decay (base {theta:g})")
+    save(fig, out, "rope_decay.png")
+
+
+def fig_wavelengths(out, d, theta, train_len, factor):
+    """Wavelength 2π/θ_i per pair, against the training length, and what YaRN does to each pair."""
+    inv = pos_rope.rope_inv_freq(d, theta)
+    yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": train_len}
+    inv_y, _ = pos_rope.scaled_inv_freq(d, theta, yarn)
+    low, high = pos_rope.yarn_correction_range(d, theta, train_len)
+    i = torch.arange(d // 2)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    spans = [(-0.5, low + 0.5, "tab:green", f"YaRN keeps (extrapolates): i ≤ {low}"),
+             (low + 0.5, high - 0.5, "tab:orange", "YaRN blends"),
+             (high - 0.5, d / 2 - 0.5, "tab:blue", f"YaRN interpolates (θ/{factor:g}): i ≥ {high}")]
+    for a, b, c, label in spans:
+        if b > a:
+            ax.axvspan(a, b, color=c, alpha=0.12, label=label)
+    ax.semilogy(i, 2 * math.pi / inv, "o-", color="k", ms=4, label="plain RoPE: 2π/θ_i")
+    ax.semilogy(i, 2 * math.pi / inv_y, "s--", color="tab:red", ms=3, label=f"YaRN s={factor:g}")
+    ax.axhline(train_len, color="tab:purple", lw=1.5, label=f"training length {train_len}")
+    ax.axhline(factor * train_len, color="tab:purple", ls=":", lw=1.5, label=f"target length {factor * train_len:g}")
+    ax.set_xlabel("dimension pair i"), ax.set_ylabel("wavelength in tokens (log)")
+    beta = pos_rope.SCALING_DEFAULTS["yarn"]
+    ax.set_title(f"Each pair's wavelength vs the training length (d={d}, base {theta:g}); YaRN ramp from "
+                 f"{beta['beta_fast']:g} to {beta['beta_slow']:g} turns in {train_len} tokens", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="upper left")
+    save(fig, out, "rope_wavelengths.png")
+
+
+# ----------------------------------------------------------------------------- figures 5-6: trained models
+
+@torch.no_grad()
+def attention_maps(model, ids, layers, head=None):
+    """{layer: weights (B, H, T, T)} for token ids (B, T); head=int keeps that head only (H = 1)."""
+    inputs = {}
+    hooks = [model.blocks[l].attn.register_forward_pre_hook(lambda mod, args, l=l: inputs.__setitem__(l, args[0]))
+             for l in layers]
+    try:
+        model(ids)  # only to capture each layer's input x = LN1(residual)
+    finally:
+        for h in hooks:
+            h.remove()
+    maps = {}
+    for l in layers:  # the layer's own projection + RoPE, then the explicit formula
+        a, x = model.blocks[l].attn, inputs[l]
+        B, T, C = x.shape
+        q, k, v = a.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
+        q, k, v = (t.view(B, T, a.n_head, a.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k = model.rope(q, k)
+        if head is not None:
+            q, k, v = q[:, head:head + 1], k[:, head:head + 1], v[:, head:head + 1]
+        maps[l] = attn(q, k, v, causal=a.causal, return_weights=True)[1]  # (B, H, T, T)
+    return maps
+
+
+@functools.lru_cache(maxsize=None)
+def val_ids_for(vocab: str) -> torch.Tensor:
+    """The default corpus's validation text as ids of this vocabulary, (N,)."""
+    _, val_text, _ = tiny_lm.load_corpus()
+    return tiny_lm.CharTokenizer(vocab).encode(val_text)
+
+
+def load(path):
+    """(model in eval mode, its training length, validation ids) for a RoPE checkpoint."""
+    model, ck = tiny_lm.load_checkpoint(path, make_with="python train_compare.py --variants " + path.stem)
+    if model.rope is None:
+        raise tiny_lm.CheckpointError(f"{path} is not a RoPE model (pos={model.cfg.pos!r})")
+    train_len = ck.get("extra", {}).get("train_config", {}).get("seq_len", 256)
+    return model.eval(), train_len, val_ids_for(ck["vocab"])
+
+
+def fig_attention(out, ckpt, head, factor, long_len=None, show=256):
+    """One head of the last layer at the training length and at factor x that, plain and YaRN."""
+    if not ckpt.is_file():
+        print(f"skip figure 5: no checkpoint at {ckpt} (train it with `python train_compare.py --variants rope`)")
+        return
+    model, L0, val_ids = load(ckpt)
+    long_len = long_len or int(factor * L0)
+    last = len(model.blocks) - 1
+    yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": L0}
+    fig, axes = plt.subplots(2, 2, figsize=(10, 9.5))
+    for row, scaling in enumerate((None, yarn)):
+        model.set_rope_scaling(scaling)
+        for col, T in enumerate((L0, long_len)):
+            w = attention_maps(model, val_ids[:T][None], [last], head)[last][0, 0]  # (T, T)
+            pool = max(1, T // show)
+            w = F.avg_pool2d(w[None, None], pool)[0, 0] if pool > 1 else w  # (T/pool, T/pool) block means
+            w = w.masked_fill(w <= 0, float("nan"))  # the causal zeros stay blank on a log scale
+            im = axes[row, col].imshow(w, norm=LogNorm(1e-5, 1), cmap="magma", extent=(0, T, T, 0))
+            name = "plain RoPE" if scaling is None else f"YaRN s={factor:g} (original {L0})"
+            pooled = f"\n{pool}x{pool} block means" if pool > 1 else ""
+            axes[row, col].set_title(f"{name}, length {T}{pooled}", fontsize=10)
+            axes[row, col].set_xlabel("key position j"), axes[row, col].set_ylabel("query position i")
+    model.set_rope_scaling(None)
+    fig.suptitle(f"{ckpt.name}: attention of the last layer, head {head}; trained at length {L0}")
+    fig.subplots_adjust(left=0.08, right=0.86, top=0.9, bottom=0.06, hspace=0.3, wspace=0.3)
+    fig.colorbar(im, cax=fig.add_axes([0.89, 0.25, 0.015, 0.5]), label="attention weight (log scale)")
+    save(fig, out, "rope_attention.png", tight=False)
+
+
+def theta_ablation(out, ckpt_dir, n_windows, length=None):
+    """Mean attention distance sum_j w_ij (i - j) per layer/head, for base 10, 1e4, 1e6."""
+    paths = [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        print(f"skip figure 6: {', '.join(missing)} missing in {ckpt_dir} "
+              f"(train them with `python train_compare.py --variants {','.join(THETA_VARIANTS)}`)")
+        return
+    rows = {}
+    for p in paths:
+        model, L0, val_ids = load(p)
+        T = length or L0
+        if val_ids.numel() < n_windows * T:
+            raise tiny_lm.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
+                                      f"{n_windows} windows of {T}; use fewer --windows or a smaller --length")
+        windows = val_ids[: n_windows * T].view(n_windows, T)  # (N, T), consecutive windows
+        maps = attention_maps(model, windows, range(len(model.blocks)))
+        dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).float()  # (T, T): i - j
+        rows[model.cfg.rope_theta] = [(maps[l] * dist).sum(-1).mean(dim=(0, 2)) for l in maps]  # per layer (H,)
+    thetas = sorted(rows)
+    n_layer, n_head = len(rows[thetas[0]]), rows[thetas[0]][0].numel()
+    labels = [f"L{l}H{h}" for l in range(n_layer) for h in range(n_head)]
+    uniform = (T - 1) / 4  # causal uniform attention: query i averages i/2 over i = 0 .. T-1
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels) * len(thetas) / 2), 4.8))
+    width = 0.8 / len(thetas)
+    for k, th in enumerate(thetas):
+        vals = torch.cat(rows[th])
+        x = torch.arange(len(labels)) + (k - (len(thetas) - 1) / 2) * width
+        ax.bar(x, vals, width, label=f"θ = {th:,.0f}")
+    ax.axhline(uniform, color="0.4", ls="--", lw=1, label=f"uniform causal attention ({uniform:.0f})")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("layer / head"), ax.set_ylabel("mean attention distance (tokens)")
+    ax.set_title(f"Mean attention distance Σ_j w_ij (i - j) per head, {n_windows} validation windows of {T}",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0)), ax.grid(alpha=0.3, axis="y")
+    save(fig, out, "rope_theta_attention.png")
+    lines = [f"Mean attention distance (tokens), sum_j w_ij (i - j) averaged over queries and {n_windows} "
+             f"validation windows of length {T}; uniform causal attention gives {uniform:.1f}.", "",
+             "| layer | head | " + " | ".join(f"theta {th:,.0f}" for th in thetas) + " |",
+             "|---|---|" + "---|" * len(thetas)]
+    for l in range(n_layer):
+        for h in range(n_head):
+            lines.append(f"| {l} | {h} | " + " | ".join(f"{rows[th][l][h].item():.1f}" for th in thetas) + " |")
+    (out / "rope_theta_attention.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'rope_theta_attention.md'}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated figure numbers to make (default: all)")
+    p.add_argument("--out", default="results", help="folder for the PNGs and the markdown table")
+    p.add_argument("--head-dim", type=int, default=32, help="head dim d for figures 1, 2 and 4 (the tiny LM's is 32)")
+    p.add_argument("--theta", type=float, default=10000.0, help="RoPE base for figures 1-4")
+    p.add_argument("--positions", type=int, default=32, help="figure 1: positions 0..N drawn per pair")
+    p.add_argument("--radius", type=int, default=128, help="figure 2: relative positions -R..R")
+    p.add_argument("--train-len", type=int, default=256,
+                   help="figure 4: training length (figures 5 and 6 read it from the checkpoint)")
+    p.add_argument("--factor", type=float, default=16.0, help="YaRN factor s for figures 4 and 5")
+    p.add_argument("--ckpt", default="runs/main/rope.pt", help="figure 5: RoPE checkpoint")
+    p.add_argument("--head", type=int, default=0, help="figure 5: which head of the last layer")
+    p.add_argument("--long-len", type=int, default=None,
+                   help="figure 5: the long length (default: factor x training length)")
+    p.add_argument("--ckpt-dir", default="runs/main", help=f"figure 6: folder with {', '.join(THETA_VARIANTS)} .pt")
+    p.add_argument("--windows", type=int, default=4, help="figure 6: validation windows averaged")
+    p.add_argument("--length", type=int, default=None, help="figure 6: window length (default: training length)")
+    args = p.parse_args(argv)
+    try:
+        only = {int(x) for x in args.only.split(",") if x.strip()}
+    except ValueError:
+        p.error(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
+    out = Path(args.out)
+    torch.manual_seed(0)
+    if 1 in only:
+        fig_rotation(out, args.head_dim, args.theta, args.positions)
+    if 2 in only:
+        fig_relative(out, args.head_dim, args.theta, args.radius)
+    if 3 in only:
+        fig_decay(out, (args.head_dim, 128), args.theta)
+    if 4 in only:
+        fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
+    for n, make in ((5, lambda: fig_attention(out, Path(args.ckpt), args.head, args.factor, args.long_len)),
+                    (6, lambda: theta_ablation(out, Path(args.ckpt_dir), args.windows, args.length))):
+        if n in only:
+            try:
+                make()
+            except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
+                print(f"skip figure {n}: {e}")
+
+
+if __name__ == "__main__":
+    main()
