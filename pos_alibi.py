@@ -22,9 +22,11 @@ silent cap); and it has no query offset, so a cached decoding step would treat t
 token as position 0. Here the bias is built for the (q_len, k_len) asked for, with query
 positions k_len - q_len .. k_len - 1 (the last q_len positions, as in cached decoding).
 
-Under a causal mask, -m (i - j) = m j - m i, and -m i is the same for every key in row i,
-so softmax gives the same weights with the cheaper key-only bias m * j, shape (H, 1, T).
-(The BLOOM / Hugging Face code uses that form.) `alibi_bias(..., form="key")` returns it.
+-m (i - j) = m j - m i, and -m i is the same for every key in row i, so softmax gives the
+same weights with the cheaper key-only bias m * j, shape (H, 1, T) (softmax is shift
+invariant per row; this holds with or without a mask, but only the causal form can be
+written this way: -m |i - j| cannot). The BLOOM / Hugging Face code uses that form.
+`alibi_bias(..., form="key")` returns it.
 
 Copyable alone: imports torch and math only.
 """
@@ -55,7 +57,7 @@ def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = Fal
 
     form="distance": -m_h * (i - j)  (or -m_h * |i - j| if symmetric), shape (H, q_len, k_len),
         query i at absolute position k_len - q_len + i, key j at position j.
-    form="key": m_h * j, shape (H, 1, k_len); equal attention under a causal mask only.
+    form="key": m_h * j, shape (H, 1, k_len); the same softmax as the causal distance form.
     """
     k_len = q_len if k_len is None else k_len
     if k_len < q_len:
@@ -64,7 +66,7 @@ def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = Fal
     j = torch.arange(k_len, device=device, dtype=torch.float32)  # (Tk,)
     if form == "key":
         if symmetric:
-            raise ValueError("the key-only form m*j equals ALiBi only under a causal mask, not symmetric")
+            raise ValueError("the key-only form m*j equals the one-directional -m(i-j), not the symmetric -m|i-j|")
         return m[:, None, None] * j[None, None, :]  # (H, 1, 1) * (1, 1, Tk) -> (H, 1, Tk)
     if form != "distance":
         raise ValueError(f"unknown ALiBi form {form!r}; use 'distance' or 'key'")
