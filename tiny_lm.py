@@ -39,7 +39,7 @@ from pos_sin import SinusoidalPositionalEncoding
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
-# Whole plays held out for validation (about 330K characters), always the same three.
+# Whole plays held out for validation, always the same three (data/README.md gives the size).
 VAL_PLAYS = ("julius-caesar", "macbeth", "twelfth-night")
 
 
@@ -366,12 +366,12 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
         raise CheckpointError(f"{path} is not a tiny_lm checkpoint (missing config/model/vocab); "
                               f"delete it and rerun `{make_with}`")
     known = {f.name for f in fields(GPTConfig)}
-    cfg = GPTConfig(**{k: v for k, v in ckpt["config"].items() if k in known})
-    model = TinyLM(cfg)
     try:
+        cfg = GPTConfig(**{k: v for k, v in ckpt["config"].items() if k in known})
+        model = TinyLM(cfg)
         model.load_state_dict(ckpt["model"])
-    except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match its config ({str(e).splitlines()[0]}); "
+    except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
+        raise CheckpointError(f"{path}: config and weights do not make a model ({str(e).splitlines()[0]}); "
                               f"delete it and rerun `{make_with}`") from None
     return model.to(device), ckpt
 
