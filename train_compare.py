@@ -38,8 +38,15 @@ VARIANTS = {
     "rope_theta10": {"pos": "rope", "rope_theta": 10.0},
     "rope_theta1e6": {"pos": "rope", "rope_theta": 1e6},
 }
-FINETUNES = {}  # name -> {"parent": ..., "rope_scaling": {...}, "seq_len_mult": ..., "steps_frac": ...}
-DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi"]
+# Fine-tunes continue the `rope` checkpoint at 4x its length for 10% of its steps (same tokens
+# per step), with the scaling factor set for the 16x target (4096 from 256), as the PI and
+# YaRN papers extend real models: scale first, then a short fine-tune.
+FINETUNES = {
+    f"rope_ft_{kind}": {"parent": "rope", "rope_scaling": {"rope_type": kind, "factor": 16.0},
+                        "seq_len_mult": 4, "steps_frac": 0.1, "lr": 5e-4, "warmup": 10}
+    for kind in ("linear", "yarn")
+}
+DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn"]
 
 
 @dataclass
