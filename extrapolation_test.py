@@ -206,9 +206,26 @@ def main(argv=None) -> int:
         del model
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2  # KiB on Linux -> GiB
     write_results(results, rows, curves, lengths, span, peak_gb, ckpt_dir)
+    if results.resolve() == (HERE / "results").resolve():
+        update_readme(HERE / "README.md", (results / "extrapolation.md").read_text(encoding="utf-8"))
     print(f"peak resident memory {peak_gb:.2f} GiB; wrote {results}/extrapolation.md, .csv, .json, "
           f"ppl_vs_length.png, loss_vs_position.png")
     return 0
+
+
+README_START, README_END = "<!-- extrapolation-table:start -->", "<!-- extrapolation-table:end -->"
+
+
+def update_readme(readme: Path, table_md: str) -> None:
+    """Copy the table into README.md between its two markers, so the README never shows a
+    number that this script did not write."""
+    if not readme.exists():
+        return
+    text = readme.read_text(encoding="utf-8")
+    a, b = text.find(README_START), text.find(README_END)
+    if a < 0 or b < a:
+        return
+    _atomic(readme, text[:a + len(README_START)] + "\n" + table_md + text[b:])
 
 
 def _atomic(path: Path, text: str) -> None:

@@ -53,7 +53,7 @@ DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear",
 class TrainConfig:
     seq_len: int = 256
     batch_size: int = 16
-    steps: int = 1000
+    steps: int = 1100
     lr: float = 3e-3
     min_lr_frac: float = 0.1
     warmup: int = 50
