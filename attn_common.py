@@ -51,25 +51,55 @@ def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False
     return (out, weights) if return_weights else out
 
 
-def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False):
-    """Same result as attn(), through torch's fused scaled_dot_product_attention."""
+def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256):
+    """Same result as attn(), through torch's fused scaled_dot_product_attention.
+
+    How it stays fast (benchmark.py measures each point on CPU):
+      * No bias, no mask: is_causal=True, and the kernel skips the hidden upper triangle.
+      * A bias (ALiBi) enters as a float attn_mask, and SDPA does not promise to combine one
+        with is_causal, so hidden keys become -inf inside that float mask.
+      * The float mask is given 4-D. On CPU a 3-D mask sends SDPA to its unfused "math"
+        path, which writes out (B, H, Tq, Tk) scores several times: at T = 4096 that made
+        ALiBi evaluation ~10x slower than RoPE and cost ~1 GB per layer.
+      * Causal with a bias or mask: the queries go in chunks of q_chunk rows. Rows a..b-1
+        see keys up to position Tk - Tq + b - 1 only, so later keys are never computed and
+        no (Tq, Tk) -inf mask is built per layer: -inf is written only into each chunk's
+        diagonal (b - a) x (b - a) block. Same numbers, about half the work.
+    """
     Tq, Tk = q.shape[-2], k.shape[-2]
     if score_bias is None and mask is None:
         if not causal or Tq == 1:  # one query at the last position sees every key
             return F.scaled_dot_product_attention(q, k, v)
         if Tq == Tk:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    # General case: fold mask, causality and bias into one float mask (B?, H?, Tq, Tk).
-    float_mask = torch.zeros((), dtype=q.dtype, device=q.device)
-    if score_bias is not None:
-        float_mask = score_bias.to(q.dtype)
-    keep = mask.bool() if mask is not None else None
-    if causal:
-        cm = causal_mask(Tq, Tk, device=q.device)
-        keep = cm if keep is None else (keep & cm)
-    if keep is not None:
-        float_mask = float_mask.masked_fill(~keep, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask)
+
+    def rows(t, a, b, e):  # the part of a (..., Tq | 1, Tk | 1) tensor for query rows a..b-1, keys 0..e-1
+        if t.dim() >= 2 and t.shape[-2] != 1:
+            t = t[..., a:b, :]
+        return t if t.shape[-1] == 1 else t[..., :e]
+
+    def float_mask(a, b, e):  # bias (or 0) with -inf where hidden, for rows a..b-1 and keys 0..e-1
+        fm = torch.zeros((), dtype=q.dtype, device=q.device)
+        if score_bias is not None:
+            fm = rows(score_bias, a, b, e).to(q.dtype)  # a view when the dtype already matches
+        if mask is not None:
+            fm = fm.masked_fill(~rows(mask, a, b, e).bool(), float("-inf"))
+        if causal:  # the hidden keys of these rows all lie in the last b - a columns
+            n = b - a
+            fm = fm.expand(torch.broadcast_shapes(fm.shape, (n, e))).clone()  # (..., n, e), ours to write
+            fm[..., e - n:].masked_fill_(~causal_mask(n, n, device=q.device), float("-inf"))
+        return fm[(None,) * (q.dim() - fm.dim())]  # (H, n, e) -> (1, H, n, e): 4-D for the fused kernel
+
+    past = Tk - Tq                    # query row r sits at absolute position past + r
+    step = q_chunk if causal else max(Tq, 1)  # without a causal mask every row sees every key: one call
+    outs = []
+    for a in range(0, max(Tq, 1), step):
+        b = min(a + step, Tq)
+        e = past + b if causal else Tk  # keys 0..e-1 are visible to some row of a..b-1
+        # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H?, b-a, e) float mask -> (B, H, b-a, D)
+        outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., :e, :], v[..., :e, :],
+                                                   attn_mask=float_mask(a, b, e)))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
 def _demo() -> None:
