@@ -1,0 +1,199 @@
+"""breakage_test.py: the word-order task, the permutation argument behind it, and a --quick run."""
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import breakage_test as bt  # noqa: E402
+from tiny_lm import GPTConfig, TinyLM  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: a second thread only adds overhead (and on a busy machine a lot of it)."""
+    with bt._threads(1):
+        yield
+
+
+def _model(pos="none", causal=False, n_layer=2, vocab=19, seed=0):
+    torch.manual_seed(seed)
+    m = TinyLM(GPTConfig(vocab_size=vocab, n_layer=n_layer, n_head=4, n_embd=32, pos=pos, causal=causal, max_len=64))
+    with torch.no_grad():  # the 0.02 init is nearly silent; larger weights make any order signal visible
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear) and mod is not m.head:
+                mod.weight.mul_(10.0)
+    return m.eval()
+
+
+# ----------------------------------------------------------------------------- the task
+
+
+def test_training_set_is_balanced_and_closed_under_swap():
+    task = bt.make_task(12, 6, heldout_rings=1, seed=3)
+    x, y = bt.training_set(task)
+    assert torch.equal(y, x[:, 0]), "the answer must be the first name (the agent)"
+    counts = Counter(task.vocab[int(i)] for i in y)
+    assert set(counts) == set(task.names) and len(set(counts.values())) == 1, \
+        f"every name should be the answer equally often, got {dict(counts)}"
+    rows = {tuple(r.tolist()) for r in x}
+    assert len(rows) == x.shape[0], "duplicate training sentences"
+    for a, v, b, q in rows:
+        assert (b, v, a, q) in rows, f"the twin of {task.decode([a, v, b, q])!r} is missing"
+    pairs_in_train = {frozenset((task.vocab[a], task.vocab[b])) for a, _, b, _ in rows}
+    assert not pairs_in_train & task.heldout, "a held-out name pair leaked into training"
+    assert len(task.heldout) == 12
+
+
+def test_twins_have_the_same_tokens_and_opposite_answers():
+    task = bt.make_task(12, 6, heldout_rings=1, seed=0)
+    x, y, unseen = bt.make_twins(task, 200, seed=99)
+    assert x.shape == (400, 4) and torch.equal(y, x[:, 0])
+    for i in range(0, 400, 2):
+        s, t = x[i].tolist(), x[i + 1].tolist()
+        assert sorted(s) == sorted(t), "twins must hold the same multiset of tokens"
+        assert s[0] != s[2] and t == [s[2], s[1], s[0], s[3]], "a twin swaps the two names and nothing else"
+        assert y[i] != y[i + 1], "twins must have different answers"
+        assert unseen[i] == unseen[i + 1]
+    # half the twins use held-out pairs, and those really are held out
+    assert int(unseen.sum()) == 200
+    for r in x[unseen]:
+        assert frozenset((task.vocab[int(r[0])], task.vocab[int(r[2])])) in task.heldout
+    # each name is the answer as often as it is the patient: balanced labels within the test set
+    assert Counter(x[:, 0].tolist()) == Counter(x[:, 2].tolist())
+
+
+def test_test_set_depends_on_its_own_seed():
+    task = bt.make_task(seed=0)
+    a, _, _ = bt.make_twins(task, 50, seed=1)
+    b, _, _ = bt.make_twins(task, 50, seed=1)
+    c, _, _ = bt.make_twins(task, 50, seed=2)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+# ----------------------------------------------------------------------------- the permutation argument
+
+
+def test_bidirectional_nope_is_permutation_equivariant():
+    m = _model(pos="none", causal=False, vocab=50)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 50, (3, 17), generator=g)
+    perm = torch.randperm(17, generator=g)
+    with torch.no_grad():
+        out, out_p = m(x), m(x[:, perm])
+    diff = (out_p - out[:, perm]).abs().max().item()
+    assert diff < 1e-5, f"f(x[perm]) != f(x)[perm]: max diff {diff:.2e}"
+    assert out.abs().max() > 1.0, "outputs are too small for the check to mean anything"
+
+
+@pytest.mark.parametrize("pos", ["rope", "learned", "sin", "alibi"])
+def test_positions_break_the_equivariance(pos):
+    m = _model(pos=pos, causal=False, vocab=50)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 50, (3, 17), generator=g)
+    perm = torch.randperm(17, generator=g)
+    with torch.no_grad():
+        diff = (m(x[:, perm]) - m(x)[:, perm]).abs().max().item()
+    assert diff > 1e-2, f"pos={pos}: a permuted input gave the permuted output (max diff {diff:.2e})"
+
+
+def _twin_logits(model, task):
+    x = torch.tensor([task.encode("alice", "hit", "bob"), task.encode("bob", "hit", "alice")])
+    with torch.no_grad():
+        last = model(x)[:, -1, :]  # (2, V) at "?"
+    return last[0], last[1]
+
+
+def test_bidirectional_nope_cannot_tell_twins_apart():
+    task = bt.make_task()
+    a, b = _twin_logits(_model(pos="none", causal=False, vocab=len(task.vocab)), task)
+    diff = (a - b).abs().max().item()
+    assert diff < 1e-5, f"'alice hit bob ?' and 'bob hit alice ?' differ at '?' by {diff:.2e}"
+
+
+def test_one_layer_causal_nope_is_blind_two_layers_are_not():
+    """The causal mask leaks order, but only a second layer can read it at the last position."""
+    task = bt.make_task()
+    a, b = _twin_logits(_model(pos="none", causal=True, n_layer=1, vocab=len(task.vocab)), task)
+    assert (a - b).abs().max().item() < 1e-5, "1-layer causal NoPE: its last position attends to a set"
+    a, b = _twin_logits(_model(pos="none", causal=True, n_layer=2, vocab=len(task.vocab)), task)
+    assert (a - b).abs().max().item() > 1e-3, "2-layer causal NoPE should see the order through the mask"
+
+
+def test_evaluate_twins_gives_exact_chance_for_a_blind_model():
+    task = bt.make_task()
+    x, y, unseen = bt.make_twins(task, 100, seed=5)
+    ev = bt.evaluate_twins(_model(pos="none", causal=False, vocab=len(task.vocab)), x, y, unseen, task,
+                           torch.device("cpu"))
+    assert ev["acc"] == 0.5 and ev["twins_same_prediction"] == 1.0, ev
+
+
+# ----------------------------------------------------------------------------- left-to-right tools
+
+
+def test_own_sampler_equals_generate_for_a_causal_model():
+    m = _model(pos="rope", causal=True, vocab=30)
+    prompt = torch.tensor([1, 2, 3, 4])
+    ours = bt.sample_left_to_right(m, prompt, 12, ctx=64, temperature=1.0,
+                                   generator=torch.Generator().manual_seed(7))
+    ref = m.generate(prompt[None], 12, temperature=1.0, use_cache=False, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(ours, ref[0]), f"{ours.tolist()} vs {ref[0].tolist()}"
+
+
+def test_left_to_right_loss_matches_last_window_position():
+    """For any model, scoring character p from the ctx before it = the last column of window_losses."""
+    import tiny_lm
+    m = _model(pos="rope", causal=False, vocab=30)
+    ids = torch.randint(0, 30, (200,), generator=torch.Generator().manual_seed(1))
+    ctx = 16
+    ltr = bt.left_to_right_loss(m, ids, ctx, n_chars=1)  # predicts ids[16] from ids[0:16]
+    ref = tiny_lm.window_losses(m, ids, ctx, n_windows=1)[0, -1].item()
+    assert abs(ltr - ref) < 1e-4, f"{ltr} vs {ref}"
+
+
+def test_extrapolation_summary_reads_several_layouts(tmp_path):
+    layouts = [
+        {"rope": {"256": 1.50, "512": 1.60, "1024": 1.80, "2048": 3.0}},
+        {"results": [{"variant": "rope", "length": 256, "loss": 1.5}, {"variant": "rope", "length": 512, "loss": 1.6},
+                     {"variant": "rope", "length": 1024, "loss": 1.8}, {"variant": "alibi", "length": 1024,
+                                                                       "loss": 1.5}]},
+        {"variants": {"rope": {"lengths": [256, 512, 1024], "loss": [1.5, 1.6, 1.8]}}},
+        # extrapolation_test.py's layout: perplexities per row, "rope+yarn" must not be taken for "rope"
+        {"meta": {"lengths": [256, 512, 1024]},
+         "rows": [{"variant": "rope+yarn", "train_len": 256, "ppl_256": 4.0, "ppl_512": 9.0, "ppl_1024": 9.0},
+                  {"variant": "rope", "train_len": 256, "ppl_256": math.exp(1.5), "ppl_512": math.exp(1.6),
+                   "ppl_1024": math.exp(1.8)}],
+         "loss_vs_position": {"rope": [1.5] * 320 + [1.7] * 64 + [2.0] * 640}},
+    ]
+    for i, data in enumerate(layouts):
+        p = tmp_path / f"e{i}.json"
+        p.write_text(json.dumps(data))
+        s = bt.extrapolation_summary(p)
+        assert s["status"] == "ok" and s["reference_length"] == 256 and s["first_length_over"] == 1024, (i, s)
+    assert s["first_position_over"] == 320 and s["positions_scored"] == 1024, s
+    assert bt.extrapolation_summary(tmp_path / "nope.json")["status"] == "missing"
+    (tmp_path / "bad.json").write_text("{not json")
+    assert bt.extrapolation_summary(tmp_path / "bad.json")["status"] == "unreadable"
+    (tmp_path / "odd.json").write_text(json.dumps({"something": [1, 2, 3]}))
+    assert bt.extrapolation_summary(tmp_path / "odd.json")["status"] == "unrecognised"
+
+
+# ----------------------------------------------------------------------------- the script
+
+
+def test_quick_run_writes_its_files(tmp_path):
+    rc = bt.main(["--quick", "--out", str(tmp_path), "--extrapolation", str(tmp_path / "missing.json")])
+    assert rc == 0
+    for name in ("breakage.md", "breakage.json", "breakage.png"):
+        assert (tmp_path / name).stat().st_size > 0, f"{name} not written"
+    res = json.loads((tmp_path / "breakage.json").read_text())
+    cells = {c["cell"]: c for c in res["word_order"]["cells"]}
+    blind = cells["bidirectional / none"]
+    assert blind["acc"] == 0.5 and blind["twins_same_prediction"] == 1.0, blind
+    assert len(res["char_lm"]["cells"]) == 4 and res["extrapolation"]["status"] == "missing"
+    assert not list(tmp_path.glob("*.tmp")), "a temporary file was left behind"
