@@ -180,7 +180,7 @@ class GPTConfig:
     rope_pairing: str = "adjacent"  # or "half" (GPT-NeoX / Hugging Face rotate_half)
     rope_scaling: dict = None       # e.g. {"rope_type": "yarn", "factor": 4.0, "original_max_len": 256}
     causal: bool = True
-    tie_weights: bool = True
+    tie_weights: bool = False
     mlp_ratio: int = 4
 
     def __post_init__(self):
@@ -245,6 +245,8 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.apply(self._init)
         nn.init.normal_(self.tok_emb.weight, 0.0, C ** -0.5)  # times sqrt(C) in forward: unit scale
+        for blk in self.blocks:  # q and k at unit scale: attention can leave "uniform" quickly
+            nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/sqrt(2 n_layer)
             if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
