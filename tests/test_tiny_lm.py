@@ -165,9 +165,10 @@ def test_generate_needs_causal_model(pos):
 # ============================================================================ checkpoints
 
 @pytest.mark.parametrize("pos", tiny_lm.SCHEMES)
-def test_checkpoint_round_trip(pos, tmp_path):
-    """save_checkpoint -> load_checkpoint: same config, bit-identical weights and outputs, tied head kept."""
-    model = make_model(pos)
+@pytest.mark.parametrize("tie", [False, True])
+def test_checkpoint_round_trip(pos, tie, tmp_path):
+    """save_checkpoint -> load_checkpoint: same config, bit-identical weights and outputs, tying kept."""
+    model = make_model(pos, tie_weights=tie)
     vocab = "".join(chr(ord("a") + i) for i in range(V))
     path = tmp_path / "sub" / f"{pos}.pt"
     tiny_lm.save_checkpoint(path, model, vocab, step=7, losses={"val": [3.0, 2.5]}, extra={"note": "x"})
@@ -181,7 +182,8 @@ def test_checkpoint_round_trip(pos, tmp_path):
     assert want.keys() == got.keys(), f"state_dict keys differ: {set(want) ^ set(got)}"
     for name in want:
         assert torch.equal(want[name], got[name]), f"{name}: max diff {max_diff(want[name], got[name]):.2e}"
-    assert loaded.head.weight is loaded.tok_emb.weight, "tie_weights lost on reload"
+    tied = loaded.head.weight is loaded.tok_emb.weight
+    assert tied == model.cfg.tie_weights, f"tie_weights={model.cfg.tie_weights} but the reloaded head tied={tied}"
     x = ids(2, 12, seed=10)
     with torch.no_grad():
         err = max_diff(loaded.eval()(x), model(x))

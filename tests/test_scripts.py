@@ -1,0 +1,132 @@
+"""End-to-end smoke test of the main job: train_compare.py --quick, then extrapolation_test.py
+on its checkpoints, in a temporary folder; plus the scripts' answers to bad input."""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd=ROOT):
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # tiny tensors: one thread is faster on a busy machine
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("quick")
+    r = run("train_compare.py", "--quick", "--out", str(d / "ck"), "--results", str(d / "train"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    r2 = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(d / "res"))
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    return d, r, r2
+
+
+def test_train_compare_writes_checkpoints_and_logs(quick_run):
+    d, r, _ = quick_run
+    names = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn"]
+    for n in names:
+        assert (d / "ck" / f"{n}.pt").is_file(), f"no checkpoint for {n}"
+    rows = list(csv.DictReader(open(d / "train" / "train_log.csv")))
+    assert {row["variant"] for row in rows} == set(names)
+    assert all(math.isfinite(float(row["val_loss"])) for row in rows)
+    assert (d / "train" / "train_curves.png").stat().st_size > 10_000
+
+
+def test_extrapolation_outputs_parse(quick_run):
+    d, _, _ = quick_run
+    res = d / "res"
+    for f in ("extrapolation.md", "extrapolation.csv", "extrapolation.json", "ppl_vs_length.png",
+              "loss_vs_position.png"):
+        assert (res / f).is_file(), f"missing {f}"
+    data = json.loads((res / "extrapolation.json").read_text())
+    lengths = data["meta"]["lengths"]
+    assert lengths == [64, 128, 256, 512]
+    table = [ln for ln in (res / "extrapolation.md").read_text().splitlines() if ln.startswith("| ")]
+    header, body = table[0], table[1:]
+    assert len(body) == len(data["rows"]), f"{len(body)} table rows vs {len(data['rows'])} json rows"
+    ppl_cols = [i for i, h in enumerate(header.strip("| ").split(" | ")) if h.startswith("ppl@") and "/" not in h]
+    assert len(ppl_cols) == len(lengths)
+    for line, row in zip(body, data["rows"]):
+        cells = line.strip("| ").split(" | ")
+        assert cells[0] == row["variant"]
+        for i, L in zip(ppl_cols, lengths):
+            shown = float(cells[i].rstrip(" †"))
+            assert shown == pytest.approx(row[f"ppl_{L}"], abs=0.006), f"{row['variant']} at {L}"
+            assert 1.0 < row[f"ppl_{L}"] < 200, row
+    variants = [r["variant"] for r in data["rows"]]
+    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope+linear", "rope_ft_yarn"):
+        assert v in variants
+    # every length scores the same number of tokens, so the numbers are comparable
+    assert data["meta"]["scored_tokens_per_length"] % lengths[-1] == 0
+    curve = data["loss_vs_position"]["rope"]
+    assert len(curve) == lengths[-1]
+    learned_md = next(ln for ln in body if ln.startswith("| learned |"))
+    assert "†" in learned_md, "learned cells beyond the training length must be marked as untrained rows"
+
+
+def test_rerun_skips_finished_variants(quick_run):
+    d, _, _ = quick_run
+    p = d / "ck" / "rope.pt"
+    before = p.stat().st_mtime_ns
+    r = run("train_compare.py", "--quick", "--variants", "rope", "--out", str(d / "ck"), "--results", str(d / "t2"))
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert "exists, skipping" in r.stdout
+    assert p.stat().st_mtime_ns == before, "a finished checkpoint was rewritten without --force"
+
+
+def one_line_error(r, code):
+    assert r.returncode == code, f"exit {r.returncode}, stderr: {r.stderr[-500:]}"
+    assert "Traceback" not in r.stderr, r.stderr[-1000:]
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1, r.stderr
+    return err[0]
+
+
+def test_bad_input_train_compare(tmp_path):
+    msg = one_line_error(run("train_compare.py", "--quick", "--variants", "rope,bogus", "--out", str(tmp_path)), 2)
+    assert "bogus" in msg and "known" in msg
+    msg = one_line_error(run("train_compare.py", "--quick", "--corpus", str(tmp_path / "nope.txt"),
+                             "--out", str(tmp_path)), 2)
+    assert "does not exist" in msg
+    (tmp_path / "tiny.txt").write_text("abc")
+    msg = one_line_error(run("train_compare.py", "--quick", "--corpus", str(tmp_path / "tiny.txt"),
+                             "--out", str(tmp_path)), 2)
+    assert "too small" in msg
+
+
+def test_bad_input_extrapolation(quick_run, tmp_path):
+    d, _, _ = quick_run
+    r = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(tmp_path / "empty"), "--results", str(tmp_path))
+    msg = one_line_error(r, 1)
+    assert "train_compare.py" in msg, "the error must say which command makes the checkpoints"
+    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--variants", "zzz",
+                             "--results", str(tmp_path)), 2)
+    assert "zzz" in msg
+    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"),
+                             "--lengths", "64,2048", "--results", str(tmp_path)), 2)
+    assert "learned table" in msg
+    # a corrupt checkpoint: clear error, and nothing already written is damaged
+    bad = tmp_path / "ck"
+    bad.mkdir()
+    for n in ("none", "learned", "sin", "rope", "alibi"):
+        (bad / f"{n}.pt").write_bytes((d / "ck" / f"{n}.pt").read_bytes())
+    (bad / "sin.pt").write_bytes(b"not a checkpoint")
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / "extrapolation.md").write_text("previous results\n")
+    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(bad), "--results", str(out)), 2)
+    assert "sin.pt" in msg and "not a readable checkpoint" in msg
+    assert (out / "extrapolation.md").read_text() == "previous results\n"
+    # a checkpoint trained on another corpus
+    corpus = tmp_path / "other.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--corpus", str(corpus),
+                             "--variants", "rope", "--results", str(tmp_path / "x")), 2)
+    assert "another corpus" in msg
