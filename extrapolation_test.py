@@ -99,8 +99,9 @@ def parse_args(argv=None):
                                                             "of the longest length (default 65536)")
     p.add_argument("--scalings", default=",".join(SCALINGS),
                    help="training-free RoPE scalings to apply to the rope checkpoint ('' for none)")
-    p.add_argument("--seed-dirs", default="", help="comma-separated extra checkpoint folders (other seeds); "
-                                                   "their rope/alibi rows are added to the table")
+    p.add_argument("--seed-dirs", default=None, help="comma-separated extra checkpoint folders (other seeds) "
+                                                     "whose rope/alibi rows are added to the table (default: "
+                                                     "every runs/seed* folder; '' for none)")
     p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
     p.add_argument("--corpus", default=None, help="the corpus the checkpoints were trained on (default Shakespeare)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
@@ -157,7 +158,9 @@ def main(argv=None) -> int:
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
     if "rope" in names:
         jobs[names.index("rope") + 1:names.index("rope") + 1] = [(f"rope+{s}", ckpt_dir / "rope.pt", s) for s in scalings]
-    for d in filter(None, args.seed_dirs.split(",")):
+    seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
+        ([] if args.quick else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
+    for d in filter(None, seed_dirs):
         for n in ("rope", "alibi"):
             if (Path(d) / f"{n}.pt").exists():
                 jobs.append((f"{n} [{Path(d).name}]", Path(d) / f"{n}.pt", None))
@@ -288,12 +291,13 @@ def plot(results: Path, rows, curves, lengths) -> None:
     import matplotlib.pyplot as plt
 
     train_len = rows[0]["train_len"]
-    fig, ax = plt.subplots(figsize=(8.5, 5.5))
-    for r in rows:
+    fig, ax = plt.subplots(figsize=(9.5, 6))
+    colors = plt.get_cmap("tab20").colors
+    for i, r in enumerate(rows):
         style = "-" if "+" not in r["variant"] and not r["finetune"] else ("--" if not r["finetune"] else "-.")
-        ax.plot(lengths, [r[f"ppl_{L}"] for L in lengths], style, marker="o", ms=4, label=r["variant"])
-    ax.axvline(train_len, color="grey", ls=":", lw=1)
-    ax.text(train_len, ax.get_ylim()[1], " training length", va="top", fontsize=8, color="grey")
+        ax.plot(lengths, [r[f"ppl_{L}"] for L in lengths], style, marker="o", ms=4, label=r["variant"],
+                color=colors[(2 * i) % 20 + (2 * i) // 20 % 2])
+    ax.axvline(train_len, color="grey", ls=":", lw=1, label=f"training length {train_len}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(lengths, [str(L) for L in lengths])
@@ -301,7 +305,7 @@ def plot(results: Path, rows, curves, lengths) -> None:
     ax.set_ylabel("perplexity per character (log scale)")
     ax.set_title(f"Trained at {train_len}, evaluated longer: perplexity vs length")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(results / "ppl_vs_length.png", dpi=120)
     plt.close(fig)
