@@ -87,11 +87,13 @@ def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256):
         if causal:  # the hidden keys of these rows all lie in the last b - a columns
             n = b - a
             fm = fm.expand(torch.broadcast_shapes(fm.shape, (n, e))).clone()  # (..., n, e), ours to write
-            fm[..., e - n:].masked_fill_(~causal_mask(n, n, device=q.device), float("-inf"))
+            fm[..., e - n:].masked_fill_(hidden[:n, :n], float("-inf"))
         return fm[(None,) * (q.dim() - fm.dim())]  # (H, n, e) -> (1, H, n, e): 4-D for the fused kernel
 
-    past = Tk - Tq                    # query row r sits at absolute position past + r
+    past = Tk - Tq  # query row r sits at absolute position past + r
     step = q_chunk if causal else max(Tq, 1)  # without a causal mask every row sees every key: one call
+    if causal:  # True above the diagonal of a chunk's square block; built once per call, not per chunk
+        hidden = ~causal_mask(min(step, Tq), min(step, Tq), device=q.device)
     outs = []
     for a in range(0, max(Tq, 1), step):
         b = min(a + step, Tq)

@@ -72,7 +72,7 @@ def code_lines(path: Path) -> int:
 
 
 def fail(msg: str, code: int = 2):
-    print(f"error: {msg}", file=sys.stderr)
+    tqdm.write(f"error: {msg}", file=sys.stderr)  # on its own line even under a progress bar
     sys.exit(code)
 
 

@@ -66,7 +66,7 @@ def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = Fal
     j = torch.arange(k_len, device=device, dtype=torch.float32)  # (Tk,)
     if form == "key":
         if symmetric:
-            raise ValueError("the key-only form m*j equals the one-directional -m(i-j), not the symmetric -m|i-j|")
+            raise ValueError("the key-only form m*j equals the causal (one-directional) -m(i-j), not the symmetric -m|i-j|")
         return m[:, None, None] * j[None, None, :]  # (H, 1, 1) * (1, 1, Tk) -> (H, 1, Tk)
     if form != "distance":
         raise ValueError(f"unknown ALiBi form {form!r}; use 'distance' or 'key'")

@@ -88,7 +88,7 @@ def test_bidirectional_nope_is_permutation_equivariant():
         out, out_p = m(x), m(x[:, perm])
     diff = (out_p - out[:, perm]).abs().max().item()
     assert diff < 1e-5, f"f(x[perm]) != f(x)[perm]: max diff {diff:.2e}"
-    assert out.abs().max() > 1.0, "outputs are too small for the check to mean anything"
+    assert out.abs().max() > 0.1, "outputs are too small for the check to mean anything"
 
 
 @pytest.mark.parametrize("pos", ["rope", "learned", "sin", "alibi"])

@@ -126,7 +126,7 @@ def test_bad_input_extrapolation(quick_run, tmp_path):
     assert (out / "extrapolation.md").read_text() == "previous results\n"
     # a checkpoint trained on another corpus
     corpus = tmp_path / "other.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 400)
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 1500)
     msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--corpus", str(corpus),
                              "--variants", "rope", "--results", str(tmp_path / "x")), 2)
     assert "another corpus" in msg

@@ -226,7 +226,7 @@ def test_corrupt_checkpoints_raise_checkpoint_error(tmp_path):
     ckpt = torch.load(good, weights_only=True)
     ckpt["config"]["n_embd"] = 64  # the weights are still 32 wide
     torch.save(ckpt, mismatched)
-    with pytest.raises(CheckpointError, match="do not match its config"):
+    with pytest.raises(CheckpointError, match="config and weights do not make a model"):
         tiny_lm.load_checkpoint(mismatched)
 
 
