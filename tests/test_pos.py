@@ -278,9 +278,9 @@ def test_rope_angles_float32_for_bfloat16_input():
 def test_rope_tables_stay_float32_after_module_cast(dtype):
     """model.to(bf16/fp16) must not round the RoPE frequencies: the docstring promises float32 angles.
 
-    KNOWN BUG (pos_rope.RotaryEmbedding): inv_freq, cos and sin are floating buffers, so Module.to(dtype)
-    casts them; tables grown afterwards use the rounded inv_freq, and at m ~ 4000 the angles are off
-    by radians. This test fails until RotaryEmbedding keeps its buffers float32 under a dtype cast.
+    inv_freq, cos and sin are floating buffers, so Module.to(dtype) would cast them and tables grown
+    afterwards would use a rounded inv_freq (at m ~ 4000 the angles were off by radians before
+    RotaryEmbedding._apply rebuilt them in float32). This test found that bug; it keeps it fixed.
     """
     rope = pos_rope.RotaryEmbedding(D).to(dtype)
     cos, sin = rope.cos_sin(4, offset=4000)  # beyond the initial table: forces a regrow
