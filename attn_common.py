@@ -51,7 +51,7 @@ def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False
     return (out, weights) if return_weights else out
 
 
-def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256):
+def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256, bias_is_masked=False):
     """Same result as attn(), through torch's fused scaled_dot_product_attention.
 
     How it stays fast (benchmark.py measures each point on CPU):
@@ -60,11 +60,14 @@ def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256):
         with is_causal, so hidden keys become -inf inside that float mask.
       * The float mask is given 4-D. On CPU a 3-D mask sends SDPA to its unfused "math"
         path, which writes out (B, H, Tq, Tk) scores several times: at T = 4096 that made
-        ALiBi evaluation ~10x slower than RoPE and cost ~1 GB per layer.
+        ALiBi evaluation ~20x slower than RoPE and cost ~1 GB per layer.
       * Causal with a bias or mask: the queries go in chunks of q_chunk rows. Rows a..b-1
-        see keys up to position Tk - Tq + b - 1 only, so later keys are never computed and
-        no (Tq, Tk) -inf mask is built per layer: -inf is written only into each chunk's
-        diagonal (b - a) x (b - a) block. Same numbers, about half the work.
+        see keys up to position Tk - Tq + b - 1 only, so later keys are never computed
+        (about half the work of one masked call). Their hidden keys all lie in the chunk's
+        last b - a columns: a copy of the chunk's bias gets -inf there.
+      * bias_is_masked=True promises that score_bias already holds -inf at every key the
+        causal mask hides (tiny_lm masks its ALiBi bias once per forward, for all layers):
+        then each chunk passes a view of it, and nothing is copied.
     """
     Tq, Tk = q.shape[-2], k.shape[-2]
     if score_bias is None and mask is None:
@@ -84,10 +87,10 @@ def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256):
             fm = rows(score_bias, a, b, e).to(q.dtype)  # a view when the dtype already matches
         if mask is not None:
             fm = fm.masked_fill(~rows(mask, a, b, e).bool(), float("-inf"))
-        if causal:  # the hidden keys of these rows all lie in the last b - a columns
+        if causal and not (bias_is_masked and score_bias is not None):
             n = b - a
             fm = fm.expand(torch.broadcast_shapes(fm.shape, (n, e))).clone()  # (..., n, e), ours to write
-            fm[..., e - n:].masked_fill_(hidden[:n, :n], float("-inf"))
+            fm[..., e - n:].masked_fill_(hidden[:n, :n], float("-inf"))      # the chunk's diagonal block
         return fm[(None,) * (q.dim() - fm.dim())]  # (H, n, e) -> (1, H, n, e): 4-D for the fused kernel
 
     past = Tk - Tq  # query row r sits at absolute position past + r

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import tiny_lm
-from attn_common import attn, attn_sdpa
+from attn_common import attn, attn_sdpa, causal_mask
 from pos_alibi import alibi_bias
 from pos_rope import apply_rope, precompute_freqs
 from pos_sin import sinusoidal_pe
@@ -165,6 +165,12 @@ def max_rss_bytes() -> int:
 
 # ----------------------------------------------------------------------------- measurements
 
+def tinylm_alibi_bias(model: TinyLM, T: int) -> torch.Tensor:
+    """The bias a causal TinyLM builds once per forward: (1, H, T, T), -m (i - j), -inf on hidden keys."""
+    bias = model.alibi(T, T)[None]
+    return bias.masked_fill_(~causal_mask(T, T, device=bias.device), float("-inf"))
+
+
 def forward_times(cfg: BenchConfig, device, bar) -> dict:
     """(scheme, T) -> {"lm", "layer", "encoding", "attention"} median seconds, batch 1, no_grad."""
     models = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}
@@ -179,21 +185,22 @@ def forward_times(cfg: BenchConfig, device, bar) -> dict:
         cases = {}
         for s, m in models.items():
             layer = m.blocks[0].attn
-            bias = m.alibi(T, T)[None] if s == "alibi" else None  # (1, H, T, T), for "attention" only
+            bias = tinylm_alibi_bias(m, T) if s == "alibi" else None  # (1, H, T, T), for "attention" only
             cases[(s, "lm")] = lambda m=m: m(idx)
             cases[(s, "layer")] = {
                 "none": lambda layer=layer: layer(x),
                 "learned": lambda layer=layer, m=m: layer(x + m.learned(T)),
                 "sin": lambda layer=layer, m=m: layer(x + m.sin(T)),
                 "rope": lambda layer=layer, m=m: layer(x, rope=m.rope),
-                "alibi": lambda layer=layer, m=m: layer(x, bias=m.alibi(T, T)[None]),
+                "alibi": lambda layer=layer, m=m: layer(x, bias=tinylm_alibi_bias(m, T)),
             }[s]
-            cases[(s, "attention")] = lambda bias=bias: attn_sdpa(q, k, v, score_bias=bias, causal=True)
+            cases[(s, "attention")] = lambda bias=bias: attn_sdpa(q, k, v, score_bias=bias, causal=True,
+                                                                  bias_is_masked=True)
             encoding = {  # build the table or bias for T positions and apply it
                 "learned": lambda m=m: x + m.learned(T),
                 "sin": lambda: x + sinusoidal_pe(T, C, device=device),
                 "rope": lambda: [apply_rope(t, *precompute_freqs(D, T, device=device)) for t in (q, k)],
-                "alibi": lambda: alibi_bias(H, T, device=device)[None],  # added inside the kernel
+                "alibi": lambda m=m: tinylm_alibi_bias(m, T),  # added inside the kernel
             }.get(s)
             if encoding is not None:
                 cases[(s, "encoding")] = encoding
@@ -307,8 +314,9 @@ def alibi_agreement(cfg: BenchConfig, device) -> float:
     gen = torch.Generator().manual_seed(cfg.seed)
     q, k, v = (torch.randn(1, H, T, D, generator=gen).to(device) for _ in range(3))
     bias = alibi_bias(H, T, device=device)  # (H, T, T), -m (i - j)
+    masked = bias.masked_fill(~causal_mask(T, T, device=device), float("-inf"))[None]  # as TinyLM passes it
     with torch.no_grad():
-        return (attn_sdpa(q, k, v, score_bias=bias[None], causal=True)
+        return (attn_sdpa(q, k, v, score_bias=masked, causal=True, bias_is_masked=True)
                 - attn(q, k, v, score_bias=bias, causal=True)).abs().max().item()
 
 
@@ -344,13 +352,14 @@ def build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv) -
                                                          for s in cfg.schemes])
     out += ["", "## Forward time of one attention layer (ms)", "",
             "The scheme's per-layer position work (input table add for learned/sin, q/k rotation for rope, "
-            "bias build for alibi), then tiny_lm.Attention: qkv projection, attention, output projection.", ""]
+            "masked bias build for alibi), then tiny_lm.Attention: qkv projection, attention, output projection.", ""]
     out += md_table(["scheme"] + [f"T={T}" for T in L], [[s] + [ms(times[(s, T)]["layer"]) for T in L]
                                                          for s in cfg.schemes])
     out += ["", "## The encoding alone against the attention (ms, encoding / attention)", "",
             "Encoding: learned = look up T rows and add them; sin = build the sinusoidal table and add it; "
-            "rope = build cos/sin and rotate q and k; alibi = build the (1, H, T, T) bias (it is added inside "
-            "the attention kernel, so that part is in the attention column). Attention: attn_sdpa on "
+            "rope = build cos/sin and rotate q and k; alibi = build the (1, H, T, T) bias -m(i-j) with -inf "
+            "on the hidden keys, as TinyLM.forward does once per forward (the kernel adds it to the scores, so "
+            "that part is in the attention column). Attention: attn_sdpa on "
             "(1, H, T, D) q, k, v, causal, with the ALiBi bias for alibi.", ""]
     rows = []
     for s in cfg.schemes:
@@ -418,12 +427,14 @@ def plot(cfg, times, memory, path: Path, device) -> None:
                       color=line.get_color(), label=s)
     ax_t.set_title("Forward time, batch 1 (dotted: one attention layer)")
     ax_t.set_ylabel("milliseconds (median)")
-    where = "CUDA max_memory_allocated" if device.type == "cuda" else "peak RSS of a fresh subprocess"
-    ax_m.set_title(f"Peak memory of the LM forward ({where})" if memory else "Peak memory: not measured")
-    ax_m.set_ylabel("MiB above the baseline")
+    where = "max_memory_allocated" if device.type == "cuda" else "ru_maxrss, fresh subprocess"
+    ax_m.set_title("Peak memory of the whole-LM forward, batch 1" if memory else "Peak memory: not measured")
+    ax_m.set_ylabel(f"MiB above the baseline ({where})")
+    mem_positive = memory and any(memory[("forward", s, T)]["extra"] > 0 for s in cfg.schemes for T in L)
     for ax in (ax_t, ax_m):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if ax is ax_t or mem_positive:  # a log axis needs a value > 0 (tiny --quick cases may have none)
+            ax.set_yscale("log")
         ax.set_xticks(L, [str(T) for T in L])
         ax.set_xlabel("sequence length T")
         ax.grid(alpha=0.3, which="both")

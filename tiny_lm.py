@@ -206,8 +206,9 @@ class Attention(nn.Module):
             q, k = rope(q, k, offset=offset)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv[0], k), dim=2), torch.cat((kv[1], v), dim=2)  # (B, H, Tpast+T, D)
-        # the causal mask is aligned bottom-right, so it also fits a cached step (T queries, Tpast+T keys)
-        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal)  # (B, H, T, D)
+        # The causal mask is aligned bottom-right, so it also fits a cached step (T queries, Tpast+T keys).
+        # TinyLM.forward already put that mask's -inf into the ALiBi bias, once for all layers.
+        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, bias_is_masked=True)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
         return self.out(y), (k, v)
 
@@ -277,9 +278,11 @@ class TinyLM(nn.Module):
             x = x + self.sin(T, offset).to(x.dtype)
         bias = None
         if self.alibi is not None:  # built once per forward, shared by every layer
-            # -m (i - j), no -inf: attn_sdpa masks per query chunk and never computes the hidden keys.
             # 4-D, because a 3-D float mask sends SDPA on CPU to its slow unfused path.
-            bias = self.alibi(T, offset + T).to(x.dtype)[None]  # (H, T, Tk) -> (1, H, T, Tk)
+            bias = self.alibi(T, offset + T).to(x.dtype)[None]  # (H, T, Tk) -> (1, H, T, Tk), -m (i - j)
+            if self.cfg.causal:  # -inf on hidden keys, once here rather than in every layer (bias_is_masked);
+                # in place: alibi() builds a fresh tensor per call, and a second T x T copy would cost time
+                bias.masked_fill_(~causal_mask(T, offset + T, device=x.device), float("-inf"))
         new_cache = []
         for i, block in enumerate(self.blocks):
             x, kv = block(x, rope=self.rope, offset=offset, bias=bias,

@@ -61,12 +61,18 @@ def test_fast_alibi_equals_explicit_formula(name, Tq, Tk, causal, q_chunk):
     k, v = torch.randn(B, H, Tk, D, generator=gen), torch.randn(B, H, Tk, D, generator=gen)
     bias = alibi_reference_bias(H, Tq, Tk, symmetric=not causal)  # (H, Tq, Tk)
     want = attn(q, k, v, score_bias=bias, causal=causal)
-    for shape in ("(1, H, Tq, Tk) as the model passes it", "(H, Tq, Tk)"):
+    for shape in ("(1, H, Tq, Tk)", "(H, Tq, Tk)"):
         b = bias[None] if shape.startswith("(1") else bias
         got = attn_sdpa(q, k, v, score_bias=b, causal=causal, q_chunk=q_chunk)
         assert got.shape == want.shape
         err = max_diff(got, want)
         assert err < TOL, f"{name}, bias {shape}: attn_sdpa vs explicit attn() max diff {err:.2e}"
+    if causal:  # as tiny_lm passes it: -inf already on the hidden keys, each chunk a view of it
+        hidden = torch.tensor([[j > Tk - Tq + i for j in range(Tk)] for i in range(Tq)])  # (Tq, Tk)
+        masked = bias.masked_fill(hidden, float("-inf"))[None]                          # (1, H, Tq, Tk)
+        got = attn_sdpa(q, k, v, score_bias=masked, causal=True, q_chunk=q_chunk, bias_is_masked=True)
+        err = max_diff(got, want)
+        assert err < TOL, f"{name}, pre-masked bias (bias_is_masked=True): max diff {err:.2e}"
 
 
 def test_fast_path_with_key_only_bias_and_padding_mask():
