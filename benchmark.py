@@ -32,7 +32,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -399,17 +398,6 @@ def build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv) -
     return "\n".join(out) + "\n"
 
 
-def atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then rename over path, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
 
 def plot(cfg, times, memory, path: Path, device) -> None:
     import matplotlib
@@ -442,7 +430,7 @@ def plot(cfg, times, memory, path: Path, device) -> None:
             ax.legend(fontsize=8)
     fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device.type}")
     fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
 
 
@@ -546,7 +534,7 @@ def main(argv=None) -> int:
     agree = alibi_agreement(cfg, device)
     report = build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv)
     report += f"\nWall time of this run: {time.perf_counter() - t_start:.0f} s.\n"
-    atomic_write(out / "benchmark.md", lambda tmp: Path(tmp).write_text(report, encoding="utf-8"))
+    tiny_lm.atomic_write(out / "benchmark.md", lambda tmp: Path(tmp).write_text(report, encoding="utf-8"))
     plot(cfg, times, memory, out / "benchmark.png", device)
     print(report)
     print(f"wrote {out / 'benchmark.md'} and {out / 'benchmark.png'}")

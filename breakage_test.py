@@ -41,7 +41,6 @@ import os
 import random
 import re
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -113,24 +112,12 @@ QUICK = {"wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1, "lm_n_layer": 1, "
 
 # ----------------------------------------------------------------------------- helpers
 
-def _atomic_write(path: Path, write) -> None:
-    """write(tmp_path) into a temporary file in the same folder, then os.replace onto path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
 
 def _write_text(path: Path, text: str) -> None:
     def w(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-    _atomic_write(path, w)
+    tiny_lm.atomic_write(path, w)
 
 
 def _f(v, nd=3):
@@ -617,7 +604,7 @@ def make_plot(res: dict, path: Path) -> None:
     a2.set_title("2. Char LM: causal mask x position", fontsize=10)
     a2.legend(fontsize=8, loc="upper left", ncol=2)
     fig.tight_layout()
-    _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 

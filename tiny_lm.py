@@ -348,20 +348,26 @@ def pick_device(name: str = "auto") -> torch.device:
 
 # ----------------------------------------------------------------------------- checkpoints
 
-def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, extra: dict = None) -> None:
-    """Write a plain dict atomically: a temporary file in the same folder, then os.replace."""
+def atomic_write(path, write) -> None:
+    """write(tmp_path) into a temporary file in path's folder, then os.replace it onto path:
+    an interrupted write never leaves a broken file, and a finished one is never half-replaced."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    ckpt = {"config": asdict(model.cfg), "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            "vocab": vocab, "step": int(step), "losses": losses, "extra": extra or {}}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
     try:
-        torch.save(ckpt, tmp)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, extra: dict = None) -> None:
+    """Write a plain dict atomically (atomic_write)."""
+    ckpt = {"config": asdict(model.cfg), "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            "vocab": vocab, "step": int(step), "losses": losses, "extra": extra or {}}
+    atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
 
 
 def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.py"):
