@@ -158,6 +158,34 @@ def test_rope_matches_rotation_formula():
     assert err < 5e-4, f"apply_rope vs written-out rotation at m = 4100: max diff {err:.2e}"
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "qkv_view", "odd_offset", "odd_stride"])
+def test_rope_complex_fast_path_equals_real_rotation(layout):
+    """The float32 path (one complex product) equals the rotation written out with
+    real tensors, values and gradients, for the strided views attention hands it."""
+    gen = torch.Generator().manual_seed(2)
+    B, H, T = 2, 3, 7
+    if layout == "contiguous":
+        x = torch.randn(B, H, T, D, generator=gen)
+    elif layout == "qkv_view":  # as in attention: (B, T, 3C) -> split -> (B, H, T, D) view
+        x = torch.randn(B, T, 3 * H * D, generator=gen)[..., H * D:2 * H * D].view(B, T, H, D).transpose(1, 2)
+    elif layout == "odd_offset":  # contiguous, but starts at an odd element
+        x = torch.randn(B * H * T * D + 1, generator=gen)[1:].view(B, H, T, D)
+    else:  # odd stride between rows
+        x = torch.randn(B, H, T, D + 1, generator=gen)[..., :D]
+    x = x.detach().requires_grad_(True)
+    cos, sin = pos_rope.precompute_freqs(D, T, offset=5)
+    got = pos_rope.apply_rope(x, cos, sin)
+    a, b = x[..., 0::2], x[..., 1::2]
+    want = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    err = max_diff(got, want)
+    assert err < 1e-6, f"complex fast path vs real rotation ({layout}): max diff {err:.2e}"
+    w = torch.randn(got.shape, generator=gen)
+    g_got, = torch.autograd.grad((got * w).sum(), x)
+    g_want, = torch.autograd.grad((want * w).sum(), x)
+    err = max_diff(g_got, g_want)
+    assert err < 1e-6, f"complex fast path gradient vs real rotation ({layout}): max diff {err:.2e}"
+
+
 def test_rope_score_depends_only_on_relative_position():
     """q_m . k_n == f(m - n) for m, n from 0 up to 9000 (far beyond any training length)."""
     gen = torch.Generator().manual_seed(2)
