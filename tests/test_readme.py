@@ -26,3 +26,20 @@ def test_readme_quotes_measured_ratios():
             f"README does not quote the measured {scheme} throughput ratio {value}"
     evalratio = re.search(r"evaluation time ratio at T=\d+ .*?: (\d\.\d{3})", ratios).group(1)
     assert evalratio in readme, f"README does not quote the measured ALiBi/RoPE ratio {evalratio}"
+
+
+def test_readme_quotes_final_validation_losses():
+    """The findings quote each scheme's last validation loss; they must be train_log.csv's."""
+    import csv
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"Validation loss at 256 after training\s+\(`results/train_log.csv`[^)]*\):(.*?)nats/char", readme, re.S)
+    assert m, "README lost the sentence quoting the final validation losses"
+    quoted = dict(re.findall(r"(none|learned|sin|rope|alibi) (\d\.\d{3})", m.group(1)))
+    assert len(quoted) == 5, f"expected five quoted losses, got {quoted}"
+    last = {}
+    with open(ROOT / "results" / "train_log.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            last[row["variant"]] = float(row["val_loss"])  # rows are in step order: the last one wins
+    for scheme, value in quoted.items():
+        diff = abs(float(value) - last[scheme])
+        assert diff < 5e-4, f"README quotes {scheme} {value}, train_log.csv ends at {last[scheme]:.4f} (diff {diff:.1e})"
