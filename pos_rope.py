@@ -123,7 +123,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError(f"cos/sin must be (T={x.shape[-2]}, D/2={D // 2}), got {tuple(cos.shape)}")
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     if pairing == "adjacent":
-        if x.dtype in (torch.float32, torch.float64):
+        if x.dtype in (torch.float32, torch.float64) and x.device.type in ("cpu", "cuda"):
             # Fast path, the same rotation as one complex product (Meta's Llama form): pair
             # (a, b) is the number a + ib, and (a + ib)(cos + i sin) = (a cos - b sin) + i(a sin + b cos).
             # It took training throughput from 0.89 to 0.98 of the SDPA reference (benchmark.py).
@@ -132,7 +132,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
             xc = torch.view_as_complex(x.reshape(*x.shape[:-1], D // 2, 2))  # (B, H, T, D) -> (B, H, T, D/2) complex
             out = torch.view_as_real(xc * torch.complex(cos, sin))          # (B, H, T, D/2) -> (B, H, T, D/2, 2)
             return out.flatten(-2)                                           # (B, H, T, D/2, 2) -> (B, H, T, D)
-        # fp16/bf16 (no complex type for them on most backends): the rotation written out.
+        # fp16/bf16 (no complex type for them on most backends), or other devices: the rotation written out.
         a, b = x[..., 0::2], x[..., 1::2]  # (B, H, T, D/2) each: dims 2i and 2i+1
         # a' = a cos - b sin ;  b' = a sin + b cos
         out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (B, H, T, D/2, 2)
