@@ -492,13 +492,10 @@ def main(argv=None) -> int:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     cfg = replace(cfg, threads=torch.get_num_threads())  # subprocesses use the same number
-    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available()
-                          else "cpu" if cfg.device == "auto" else cfg.device)
     try:
-        torch.empty(1, device=device)
-    except (RuntimeError, ValueError) as e:
-        print(f"error: device {cfg.device!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu",
-              file=sys.stderr)
+        device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -534,7 +531,7 @@ def main(argv=None) -> int:
     agree = alibi_agreement(cfg, device)
     report = build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv)
     report += f"\nWall time of this run: {time.perf_counter() - t_start:.0f} s.\n"
-    tiny_lm.atomic_write(out / "benchmark.md", lambda tmp: Path(tmp).write_text(report, encoding="utf-8"))
+    tiny_lm.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", device)
     print(report)
     print(f"wrote {out / 'benchmark.md'} and {out / 'benchmark.png'}")

@@ -39,7 +39,6 @@ import json
 import math
 import os
 import random
-import re
 import sys
 import time
 from contextlib import contextmanager
@@ -111,13 +110,6 @@ QUICK = {"wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1, "lm_n_layer": 1, "
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _write_text(path: Path, text: str) -> None:
-    def w(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-    tiny_lm.atomic_write(path, w)
 
 
 def _f(v, nd=3):
@@ -410,113 +402,19 @@ def run_char_lm(cfg: BreakConfig, device) -> dict:
             "corpus": tiny_lm.corpus_fingerprint(train_text + val_text), "cells": rows}
 
 
-# ----------------------------------------------------------------------------- 4. extrapolation.json, read defensively
-# extrapolation_test.py writes {"meta": {"lengths": [...]}, "rows": [{"variant": "rope",
-# "train_len": 256, "ppl_256": ..., "ppl_4096": ...}, ...], "loss_vs_position": {"rope": [...]}}.
-# That schema may still change, so other plausible layouts are accepted too, and anything
-# unrecognised is reported, never fatal.
+# ----------------------------------------------------------------------------- 4. from extrapolation.json
 
-_LEN_KEYS = ("length", "len", "seq_len", "context", "context_len", "eval_len", "T", "L")
-_LOSS_KEYS = ("loss", "val_loss", "mean_loss", "nll", "loss_nats", "ce")
-_PPL_KEYS = ("ppl", "perplexity", "val_ppl")
-_KEYED = re.compile(r"^(ppl|perplexity|loss|val_loss|nll)[_@]?(\d+)$")  # "ppl_256", "loss@4096"
-
-
-def _num(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+def _rope_from_json(data: dict):
+    """Plain RoPE in extrapolation_test.py's JSON: {"meta": {"lengths": [...]}, "rows":
+    [{"variant": "rope", "train_len": 256, "ppl_256": ..., ...}, ...], "loss_vs_position":
+    {"rope": [...]}}. Returns ({length: loss in nats}, per-position losses or None, train_len);
+    KeyError, TypeError or StopIteration if the file has another shape."""
+    row = next(r for r in data["rows"] if r["variant"] == "rope")  # exactly "rope", not "rope+yarn"
+    series = {int(L): math.log(row[f"ppl_{L}"]) for L in data["meta"]["lengths"] if row.get(f"ppl_{L}")}
+    return series, data.get("loss_vs_position", {}).get("rope"), int(row["train_len"])
 
 
-def _loss_of(v):
-    """A loss (nats) from a number or from a record with a loss or perplexity field."""
-    if _num(v) is not None:
-        return _num(v)
-    if isinstance(v, dict):
-        for k in _LOSS_KEYS:
-            if _num(v.get(k)) is not None:
-                return _num(v[k])
-        for k in _PPL_KEYS:
-            if _num(v.get(k)) is not None and v[k] > 0:
-                return math.log(v[k])
-    return None
-
-
-def _series(v):
-    """Try to read {length: loss} from one JSON value; None if it does not look like one."""
-    pts = {}
-    if isinstance(v, dict):
-        keyed = {m.group(2): (m.group(1), x) for k, x in v.items() if (m := _KEYED.match(str(k)))}
-        if keyed:                                                          # {"ppl_256": 4.9, ...}
-            for L, (kind, x) in keyed.items():
-                x = _num(x)
-                if x is not None and (not kind.startswith("p") or x > 0):
-                    pts[int(L)] = math.log(x) if kind.startswith("p") else x
-        elif v and all(str(k).isdigit() for k in v):                       # {"256": 1.5, ...}
-            pts = {int(k): _loss_of(x) for k, x in v.items()}
-        else:                                                              # parallel lists
-            lk = next((k for k in ("lengths", "length", "seq_lens", "context_lengths") if k in v), None)
-            yk = next((k for k in ("losses", "loss", "val_loss", "mean_loss", "nll", "ppl", "perplexity")
-                       if isinstance(v.get(k), list)), None)
-            if lk and yk and isinstance(v[lk], list) and len(v[lk]) == len(v[yk]):
-                for L, y in zip(v[lk], v[yk]):
-                    if _num(L) is not None and _num(y) is not None:
-                        pts[int(L)] = math.log(y) if yk in ("ppl", "perplexity") and y > 0 else _num(y)
-    elif isinstance(v, list):
-        for r in v:
-            if isinstance(r, dict):                                        # [{"length": 256, "loss": 1.5}, ...]
-                L = next((r[k] for k in _LEN_KEYS if _num(r.get(k)) is not None), None)
-                if L is not None:
-                    pts[int(L)] = _loss_of(r)
-            elif isinstance(r, (list, tuple)) and len(r) == 2 and _num(r[0]) is not None:  # [[256, 1.5], ...]
-                pts[int(r[0])] = _num(r[1])
-    pts = {L: y for L, y in pts.items() if y is not None}
-    return pts if len(pts) >= 2 else None
-
-
-def _is_rope(r) -> bool:
-    return isinstance(r, dict) and any(str(r.get(k, "")).lower() == "rope"
-                                       for k in ("variant", "name", "scheme", "model"))
-
-
-def _find_rope_series(obj, depth=0):
-    """Depth-first search for plain RoPE's loss by length: a record tagged "rope" (exactly:
-    not "rope+yarn"), or a key "rope". Returns (series, record or None)."""
-    if depth > 6:
-        return None, None
-    if isinstance(obj, list):
-        tagged = [r for r in obj if _is_rope(r)]
-        if len(tagged) == 1 and _series(tagged[0]):
-            return _series(tagged[0]), tagged[0]
-        if len(tagged) > 1 and _series(tagged):
-            return _series(tagged), None
-        children = obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            if str(k).lower() == "rope":
-                s = _series(v)
-                if s is None and isinstance(v, dict):  # e.g. {"rope": {"loss_by_length": {...}}}
-                    s = next((x for x in map(_series, v.values()) if x), None)
-                if s:
-                    return s, v if isinstance(v, dict) else None
-        children = [v for k, v in obj.items() if str(k).lower() not in ("loss_vs_position", "curves")]
-    else:
-        return None, None
-    for v in children:
-        s, rec = _find_rope_series(v, depth + 1)
-        if s:
-            return s, rec
-    return None, None
-
-
-def _position_curve(data):
-    """RoPE's mean loss at each position of the longest windows, if the file has it."""
-    for key in ("loss_vs_position", "curves", "loss_by_position"):
-        c = data.get(key, {}).get("rope") if isinstance(data, dict) and isinstance(data.get(key), dict) else None
-        if isinstance(c, list) and len(c) > 1 and all(_num(x) is not None for x in c):
-            return [float(x) for x in c]
-    return None
-
-
-def extrapolation_summary(path, train_len: int = 256, rise: float = 0.10, bin_size: int = 64) -> dict:
+def extrapolation_summary(path, rise: float = 0.10, bin_size: int = 64) -> dict:
     """Where RoPE's loss first exceeds its value at the training length by `rise` (10 %), from
     extrapolation_test.py's JSON: (a) by evaluation length, the mean loss over windows of
     length L against the mean at L = train_len; (b) by position, if the file has RoPE's
@@ -529,13 +427,14 @@ def extrapolation_summary(path, train_len: int = 256, rise: float = 0.10, bin_si
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         return {"status": "unreadable", "path": str(path), "message": f"{path} is not readable JSON ({e})"}
-    s, rec = _find_rope_series(data)
-    curve = _position_curve(data)
-    if not s and not curve:
+    try:
+        s, curve, train_len = _rope_from_json(data)
+    except (KeyError, TypeError, ValueError, StopIteration, AttributeError):
         return {"status": "unrecognised", "path": str(path),
-                "message": f"{path} has no RoPE loss-by-length series this script can recognise"}
-    if rec is not None and _num(rec.get("train_len")) is not None:
-        train_len = int(rec["train_len"])
+                "message": f"{path} has no plain-RoPE row in extrapolation_test.py's layout; rerun that script"}
+    if not s and not curve:
+        return {"status": "unrecognised", "path": str(path), "message": f"{path} has no RoPE losses; rerun "
+                "extrapolation_test.py"}
     out = {"status": "ok", "path": str(path), "train_len": train_len, "rise": rise, "messages": []}
     if s:
         lengths = sorted(s)
@@ -791,10 +690,8 @@ def main(argv=None) -> int:
         return 2
     try:
         device = tiny_lm.pick_device(cfg.device)
-        torch.empty(1, device=device)
-    except (RuntimeError, ValueError) as e:
-        print(f"error: device {cfg.device!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu",
-              file=sys.stderr)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     out = Path(cfg.out)
     t0 = time.perf_counter()
@@ -811,8 +708,8 @@ def main(argv=None) -> int:
            "config": asdict(cfg), "device": str(device), "torch": torch.__version__,
            "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order, "char_lm": char_lm,
            "theta_extremes": {"see": cfg.theta_md, "exists": Path(cfg.theta_md).exists()}, "extrapolation": extrap}
-    _write_text(out / "breakage.json", json.dumps(res, indent=1))
-    _write_text(out / "breakage.md", make_markdown(res, out))
+    tiny_lm.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
+    tiny_lm.atomic_write_text(out / "breakage.md", make_markdown(res, out))
     make_plot(res, out / "breakage.png")
     print(f"wrote {out}/breakage.md, {out}/breakage.json, {out}/breakage.png in {res['wall_s']:.0f} s")
     return 0

@@ -27,7 +27,6 @@ import csv
 import io
 import json
 import math
-import os
 import resource
 import sys
 import time
@@ -144,9 +143,8 @@ def main(argv=None) -> int:
         fail(f"unknown scaling(s) {','.join(sorted(set(scalings) - set(SCALINGS)))}; known: {','.join(SCALINGS)}")
     try:
         device = tiny_lm.pick_device(args.device)
-        torch.empty(1, device=device)
-    except (RuntimeError, ValueError) as e:
-        fail(f"device {args.device!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu")
+    except ValueError as e:
+        fail(str(e))
     try:
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=span + 1)
     except CorpusError as e:
@@ -228,13 +226,7 @@ def update_readme(readme: Path, table_md: str) -> None:
     a, b = text.find(README_START), text.find(README_END)
     if a < 0 or b < a:
         return
-    _atomic(readme, text[:a + len(README_START)] + "\n" + table_md + text[b:])
-
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    tiny_lm.atomic_write_text(readme, text[:a + len(README_START)] + "\n" + table_md + text[b:])
 
 
 def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir) -> None:
@@ -244,10 +236,10 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir)
     w = csv.DictWriter(buf, fieldnames=cols)
     w.writeheader()
     w.writerows(rows)
-    _atomic(results / "extrapolation.csv", buf.getvalue())
+    tiny_lm.atomic_write_text(results / "extrapolation.csv", buf.getvalue())
     meta = {"lengths": lengths, "scored_tokens_per_length": span, "peak_rss_gib": round(peak_gb, 3),
             "checkpoints": str(ckpt_dir), "torch": torch.__version__, "threads": torch.get_num_threads()}
-    _atomic(results / "extrapolation.json", json.dumps({"meta": meta, "rows": rows,
+    tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps({"meta": meta, "rows": rows,
                                                         "loss_vs_position": curves}, indent=1))
     # Markdown table: ppl, marking learned cells that use untrained rows.
     L_max = lengths[-1]
@@ -281,7 +273,7 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir)
         "scaling included for RoPE.",
         f"Peak resident memory of this evaluation: {peak_gb:.2f} GiB.",
     ]
-    _atomic(results / "extrapolation.md", "\n".join(out + notes) + "\n")
+    tiny_lm.atomic_write_text(results / "extrapolation.md", "\n".join(out + notes) + "\n")
     plot(results, rows, curves, lengths)
 
 

