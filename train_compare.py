@@ -129,13 +129,31 @@ def train(model: TinyLM, train_ids: torch.Tensor, val_ids: torch.Tensor, tc: Tra
     return hist
 
 
+def base_train_config(args) -> TrainConfig:
+    """The TrainConfig of the base variants for these command-line arguments: the defaults,
+    or QUICK_TRAIN with --quick, then whatever --steps / --batch-size / --lr / --seed say."""
+    tc = replace(TrainConfig(), **QUICK_TRAIN) if args.quick else TrainConfig()
+    given = {"steps": args.steps, "batch_size": args.batch_size}
+    return replace(tc, lr=args.lr, seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+
+
+def recipe_changes(path: Path, tc: TrainConfig) -> list:
+    """Names of the TrainConfig fields in which a finished checkpoint differs from tc (fields
+    added or removed since it was saved included); [] if it matches or cannot be read."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)["extra"]["train_config"]
+    except Exception:  # a note only: a broken file is reported when it is loaded for real
+        return []
+    now = asdict(tc)
+    return sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+
+
 def build_variant(name: str, args, vocab: str, out: Path, device):
     """Return (model, TrainConfig, parent_step) for a variant name, ready to train."""
     model_kw = {"vocab_size": len(vocab), "n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd}
-    tc = TrainConfig(steps=args.steps, seed=args.seed, lr=args.lr, batch_size=args.batch_size)
+    tc = base_train_config(args)
     if args.quick:
         model_kw.update(QUICK_MODEL)
-        tc = replace(tc, **QUICK_TRAIN, seed=args.seed)
     if name in VARIANTS:
         torch.manual_seed(args.seed)
         return TinyLM(GPTConfig(**model_kw, **VARIANTS[name])), tc, 0
@@ -198,8 +216,10 @@ def parse_args(argv=None):
     p.add_argument("--variants", default=None,
                    help=f"comma-separated variants to train, in order (default: {','.join(DEFAULT_VARIANTS)}); "
                         f"known: {','.join(all_names)}")
-    p.add_argument("--steps", type=int, default=TrainConfig.steps, help="optimizer steps per base variant")
-    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size, help="windows per step")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"optimizer steps per base variant (default {TrainConfig.steps}; {QUICK_TRAIN['steps']} with --quick)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help=f"windows per step (default {TrainConfig.batch_size}; {QUICK_TRAIN['batch_size']} with --quick)")
     p.add_argument("--lr", type=float, default=TrainConfig.lr, help="peak learning rate (cosine schedule)")
     p.add_argument("--n-layer", type=int, default=GPTConfig.n_layer, help="transformer blocks")
     p.add_argument("--n-head", type=int, default=GPTConfig.n_head, help="attention heads")
@@ -212,7 +232,8 @@ def parse_args(argv=None):
     p.add_argument("--results", default=None, help="where the log CSV and plot go "
                                                    "(default results/, or <out>/results with --quick)")
     p.add_argument("--force", action="store_true", help="retrain variants whose checkpoint already exists")
-    p.add_argument("--quick", action="store_true", help="tiny model and 30 steps: a smoke test, not a result")
+    p.add_argument("--quick", action="store_true", help="a smoke test, not a result: the tiny QUICK_MODEL (the --n-* flags are ignored) and "
+                        "QUICK_TRAIN (30 steps of 8 x 64 unless --steps / --batch-size)")
     return p.parse_args(argv)
 
 
@@ -224,7 +245,7 @@ def main(argv=None) -> int:
         print(f"error: unknown variant(s) {','.join(unknown)}; known: {','.join(list(VARIANTS) + list(FINETUNES))}",
               file=sys.stderr)
         return 2
-    if min(args.steps, args.batch_size, args.n_layer, args.n_head, args.n_embd) < 1:
+    if min(v for v in (args.steps, args.batch_size, args.n_layer, args.n_head, args.n_embd) if v is not None) < 1:
         print("error: --steps, --batch-size, --n-layer, --n-head and --n-embd must be positive", file=sys.stderr)
         return 2
     out = Path(args.out or ("runs/quick" if args.quick else "runs/main"))
@@ -248,6 +269,10 @@ def main(argv=None) -> int:
         path = out / f"{name}.pt"
         if path.exists() and not args.force:
             print(f"{name}: {path} exists, skipping (use --force to retrain)")
+            changed = recipe_changes(path, base_train_config(args)) if name in VARIANTS else []
+            if changed:
+                print(f"  note: it was trained with other settings ({', '.join(changed)}); results made "
+                      f"from it will not match this recipe. --force retrains it.")
             continue
         try:
             model, tc, parent_step = build_variant(name, args, vocab, out, device)

@@ -79,6 +79,13 @@ def test_rerun_skips_finished_variants(quick_run):
     assert r.returncode == 0, r.stderr[-1000:]
     assert "exists, skipping" in r.stdout
     assert p.stat().st_mtime_ns == before, "a finished checkpoint was rewritten without --force"
+    assert "other settings" not in r.stdout, r.stdout
+    # the same checkpoint under another recipe: still skipped, but the user is told what differs
+    r = run("train_compare.py", "--quick", "--variants", "rope", "--steps", "7", "--lr", "0.01",
+            "--out", str(d / "ck"), "--results", str(d / "t2"))
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert "trained with other settings (lr, steps)" in r.stdout, r.stdout
+    assert p.stat().st_mtime_ns == before
 
 
 def one_line_error(r, code):
