@@ -175,12 +175,19 @@ class GPTConfig:
     causal: bool = True
     tie_weights: bool = False
     mlp_ratio: int = 4
+    # Initialisation and input scale (the recipe; recipe_ablation.py measures each choice).
+    emb_scale: bool = True          # tokens at std C^-0.5 times sqrt(C) (Vaswani 3.4); False: GPT-2's std 0.02, no scale
+    qkv_init: str = "unit"          # "unit": q/k/v weights std C^-0.5 (unit-scale logits); "gpt2": std 0.02
+    resid_init: str = "scaled"      # "scaled": residual projections std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02
 
     def __post_init__(self):
         if self.pos not in SCHEMES:
             raise ValueError(f"unknown position scheme {self.pos!r}; choose one of {', '.join(SCHEMES)}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if self.qkv_init not in ("unit", "gpt2") or self.resid_init not in ("scaled", "plain"):
+            raise ValueError(f"qkv_init must be 'unit' or 'gpt2' and resid_init 'scaled' or 'plain', "
+                             f"got {self.qkv_init!r} and {self.resid_init!r}")
 
 
 class Attention(nn.Module):
@@ -228,7 +235,8 @@ class TinyLM(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, C)
         # Learned rows are stored and scaled like the token table (see forward), so the two
         # learn at the same rate; rows never trained keep exactly their random start.
-        self.learned = LearnedPositionalEmbedding(cfg.max_len, C, init_std=C ** -0.5) if cfg.pos == "learned" else None
+        emb_std = C ** -0.5 if cfg.emb_scale else 0.02
+        self.learned = LearnedPositionalEmbedding(cfg.max_len, C, init_std=emb_std) if cfg.pos == "learned" else None
         self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
         self.rope = None
         if cfg.pos == "rope":
@@ -238,12 +246,12 @@ class TinyLM(nn.Module):
         self.ln_f = nn.LayerNorm(C)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.apply(self._init)
-        nn.init.normal_(self.tok_emb.weight, 0.0, C ** -0.5)  # times sqrt(C) in forward: unit scale
+        nn.init.normal_(self.tok_emb.weight, 0.0, emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
         for blk in self.blocks:  # q and k at unit scale: attention can leave "uniform" quickly
-            nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5)
+            nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5 if cfg.qkv_init == "unit" else 0.02)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/sqrt(2 n_layer)
             if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
-                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer))
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02)
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
 
@@ -266,7 +274,8 @@ class TinyLM(nn.Module):
         x = self.tok_emb(idx)  # (B, T, C)
         if self.learned is not None:  # a learned row is stored and scaled like a token vector
             x = x + self.learned(T, offset)  # (B, T, C) + (T, C)
-        x = x * math.sqrt(self.cfg.n_embd)
+        if self.cfg.emb_scale:
+            x = x * math.sqrt(self.cfg.n_embd)
         if self.sin is not None:
             x = x + self.sin(T, offset).to(x.dtype)
         bias = None
