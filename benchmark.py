@@ -287,7 +287,7 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
 
         def steps(m=m, opt=opt):
             for _ in range(cfg.train_steps):
-                _, loss = m(x, y)
+                loss = m(x, y)[1]  # (logits, loss[, cache])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)

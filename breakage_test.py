@@ -222,7 +222,7 @@ def train_word_order(model: TinyLM, x: torch.Tensor, y: torch.Tensor, cfg: Break
         idx = torch.randint(0, x.shape[0], (cfg.wo_batch,), generator=gen).to(device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, tc)
-        logits = model(x[idx])[:, -1, :]  # (B, 4) -> (B, 4, V) -> the "?" position (B, V)
+        logits = model(x[idx]).logits[:, -1, :]  # (B, 4) -> (B, 4, V) -> the "?" position (B, V)
         loss = F.cross_entropy(logits, y[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -245,7 +245,7 @@ def evaluate_twins(model: TinyLM, x: torch.Tensor, y: torch.Tensor, unseen: torc
     name. acc_any_name: argmax over every name (an order-blind model can also fall below 0.5
     by naming someone who is not in the sentence)."""
     model.to(device).eval()
-    logits = model(x.to(device))[:, -1, :].float().cpu()    # (2n, 4) -> (2n, 4, V) -> "?" (2n, V)
+    logits = model(x.to(device)).logits[:, -1, :].float().cpu()    # (2n, 4) -> (2n, 4, V) -> "?" (2n, V)
     a, b = x[:, 0], x[:, 2]                                 # the two names of each sentence
     la, lb = logits.gather(1, a[:, None])[:, 0], logits.gather(1, b[:, None])[:, 0]
     # the two-way choice; an exact tie goes to the smaller id, whatever the order
@@ -340,7 +340,7 @@ def left_to_right_loss(model: TinyLM, ids: torch.Tensor, ctx: int, n_chars: int,
         ps = range(s, min(s + batch_size, ctx + n_chars))
         x = torch.stack([ids[p - ctx:p] for p in ps]).to(device)   # (b, ctx): only the past
         y = torch.tensor([int(ids[p]) for p in ps], device=device)  # (b,)
-        logits = model(x)[:, -1, :].float()                        # (b, ctx, V) -> last position (b, V)
+        logits = model(x).logits[:, -1, :].float()                        # (b, ctx, V) -> last position (b, V)
         total += F.cross_entropy(logits, y, reduction="sum").item()
     return total / n_chars
 
@@ -355,7 +355,7 @@ def sample_left_to_right(model: TinyLM, prompt: torch.Tensor, n_new: int, ctx: i
     model.eval()
     idx = prompt[None].to(device)                                 # (1, T)
     for _ in range(n_new):
-        logits = model(idx[:, -ctx:])[:, -1, :].float()          # (1, V)
+        logits = model(idx[:, -ctx:]).logits[:, -1, :].float()          # (1, V)
         if temperature == 0:
             nxt = logits.argmax(dim=-1, keepdim=True)
         else:

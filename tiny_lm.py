@@ -25,6 +25,7 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn as nn
@@ -227,6 +228,14 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x)), kv
 
 
+class LMOutput(NamedTuple):
+    """What TinyLM.forward returns, always: logits (B, T, V); loss (scalar, None without
+    targets); cache, one (k, v) pair of (B, H, Tk, D) per layer, for cached decoding."""
+    logits: torch.Tensor
+    loss: Optional[torch.Tensor]
+    cache: list
+
+
 class TinyLM(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -262,8 +271,8 @@ class TinyLM(nn.Module):
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
 
-    def forward(self, idx, targets=None, cache=None, return_cache=False):
-        """idx (B, T) -> logits (B, T, V) [, loss] [, cache]. `cache`: per-layer (k, v) of the past."""
+    def forward(self, idx, targets=None, cache=None) -> LMOutput:
+        """idx (B, T) -> LMOutput(logits (B, T, V), loss or None, cache). `cache`: per-layer (k, v) of the past."""
         B, T = idx.shape
         offset = 0 if cache is None else cache[0][0].shape[2]  # tokens already seen
         # Vaswani et al. 3.4: embeddings times sqrt(C), so a token vector (std 1 per dim) and
@@ -291,12 +300,8 @@ class TinyLM(nn.Module):
                           kv=None if cache is None else cache[i])
             new_cache.append(kv)
         logits = self.head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
-        out = [logits]
-        if targets is not None:
-            out.append(F.cross_entropy(logits.flatten(0, 1), targets.flatten()))
-        if return_cache:
-            out.append(new_cache)
-        return out[0] if len(out) == 1 else tuple(out)
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return LMOutput(logits, loss, new_cache)
 
     @torch.no_grad()
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int = None,
@@ -308,9 +313,9 @@ class TinyLM(nn.Module):
         for _ in range(max_new_tokens):
             if use_cache:
                 step_in = idx if cache is None else idx[:, -1:]
-                logits, cache = self.forward(step_in, cache=cache, return_cache=True)
+                logits, _, cache = self.forward(step_in, cache=cache)
             else:
-                logits = self.forward(idx)
+                logits = self.forward(idx).logits
             logits = logits[:, -1, :]  # (B, V)
             if temperature == 0:
                 nxt = logits.argmax(dim=-1, keepdim=True)
@@ -424,7 +429,7 @@ def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batc
         starts = torch.arange(s, s + n) * T
         x = torch.stack([ids[a:a + T] for a in starts.tolist()]).to(device)          # (n, T)
         y = torch.stack([ids[a + 1:a + T + 1] for a in starts.tolist()]).to(device)  # (n, T)
-        logits = model(x)  # (n, T, V)
+        logits = model(x).logits  # (n, T, V)
         out.append(F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view(n, T).cpu())
     model.train(was_training)
     return torch.cat(out)  # (n_windows, T)

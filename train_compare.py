@@ -115,7 +115,7 @@ def train(model: TinyLM, train_ids: torch.Tensor, val_ids: torch.Tensor, tc: Tra
         y = torch.stack([train_ids[s + 1:s + T + 1] for s in starts.tolist()]).to(device)  # (B, T)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, tc)
-        _, loss = model(x, y)
+        loss = model(x, y).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)

@@ -100,7 +100,7 @@ def reference_logits(model: TinyLM, idx: torch.Tensor, monkeypatch) -> torch.Ten
 
     with monkeypatch.context() as m:
         m.setattr(tiny_lm, "attn_sdpa", explicit)
-        return model(idx)  # (B, T, V)
+        return model(idx).logits  # (B, T, V)
 
 
 def small_alibi(causal: bool = True) -> TinyLM:
@@ -117,7 +117,7 @@ def test_tinylm_alibi_logits_equal_reference(monkeypatch, causal, q_chunk):
     model = small_alibi(causal)
     idx = torch.randint(0, 23, (2, 45), generator=torch.Generator().manual_seed(13))
     with torch.no_grad():
-        got, want = model(idx), reference_logits(model, idx, monkeypatch)
+        got, want = model(idx).logits, reference_logits(model, idx, monkeypatch)
     err = max_diff(got, want)
     assert err < TOL, f"TinyLM alibi ({'causal' if causal else 'symmetric'}, q_chunk {q_chunk}) " \
                       f"vs reference: max logit diff {err:.2e}"
@@ -131,12 +131,12 @@ def test_tinylm_alibi_cached_decoding_equals_reference(monkeypatch):
     idx = torch.randint(0, 23, (2, 30), generator=torch.Generator().manual_seed(14))
     with torch.no_grad():
         want = reference_logits(model, idx, monkeypatch)  # (2, 30, V)
-        logits, cache = model(idx[:, :20], return_cache=True)
+        logits, _, cache = model(idx[:, :20])
         pieces = [logits]
         for t in range(20, 26):
-            logits, cache = model(idx[:, t:t + 1], cache=cache, return_cache=True)
+            logits, _, cache = model(idx[:, t:t + 1], cache=cache)
             pieces.append(logits)
-        logits, cache = model(idx[:, 26:30], cache=cache, return_cache=True)
+        logits, _, cache = model(idx[:, 26:30], cache=cache)
         pieces.append(logits)
     got = torch.cat(pieces, dim=1)
     err = max_diff(got, want)

@@ -85,7 +85,7 @@ def test_bidirectional_nope_is_permutation_equivariant():
     x = torch.randint(0, 50, (3, 17), generator=g)
     perm = torch.randperm(17, generator=g)
     with torch.no_grad():
-        out, out_p = m(x), m(x[:, perm])
+        out, out_p = m(x).logits, m(x[:, perm]).logits
     diff = (out_p - out[:, perm]).abs().max().item()
     assert diff < 1e-5, f"f(x[perm]) != f(x)[perm]: max diff {diff:.2e}"
     assert out.abs().max() > 0.1, "outputs are too small for the check to mean anything"
@@ -98,14 +98,14 @@ def test_positions_break_the_equivariance(pos):
     x = torch.randint(0, 50, (3, 17), generator=g)
     perm = torch.randperm(17, generator=g)
     with torch.no_grad():
-        diff = (m(x[:, perm]) - m(x)[:, perm]).abs().max().item()
+        diff = (m(x[:, perm]).logits - m(x).logits[:, perm]).abs().max().item()
     assert diff > 1e-2, f"pos={pos}: a permuted input gave the permuted output (max diff {diff:.2e})"
 
 
 def _twin_logits(model, task):
     x = torch.tensor([task.encode("alice", "hit", "bob"), task.encode("bob", "hit", "alice")])
     with torch.no_grad():
-        last = model(x)[:, -1, :]  # (2, V) at "?"
+        last = model(x).logits[:, -1, :]  # (2, V) at "?"
     return last[0], last[1]
 
 

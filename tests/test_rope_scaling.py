@@ -166,9 +166,9 @@ def test_tiny_lm_runs_beyond_training_length(kind):
     L0 = 16
     idx = torch.randint(0, 11, (1, 4 * L0))
     with torch.no_grad():
-        before = model(idx)
+        before = model(idx).logits
         model.set_rope_scaling(cfg(kind, 4.0, L0))
-        after = model(idx)
+        after = model(idx).logits
     assert after.shape == (1, 4 * L0, 11) and torch.isfinite(after).all()
     assert maxdiff(before, after) > 1e-6, f"{kind}: scaling changed nothing at length {4 * L0}"
     assert model.cfg.rope_scaling["rope_type"] == kind

@@ -51,11 +51,11 @@ def test_causal_lm_never_sees_the_future(pos):
     model = make_model(pos).double()
     x = ids(2, 16, seed=1)
     with torch.no_grad():
-        base = model(x)
+        base = model(x).logits
         for t in (1, 7, 15):
             y = x.clone()
             y[:, t:] = (y[:, t:] + 1 + ids(2, 16 - t, seed=t)) % V  # every token from t on changes
-            out = model(y)
+            out = model(y).logits
             err = max_diff(out[:, :t], base[:, :t])
             assert err < 1e-12, f"{pos}: changing tokens {t}.. moved logits before {t} by {err:.2e}"
             moved = max_diff(out[:, t:], base[:, t:])
@@ -70,7 +70,7 @@ def test_noncausal_lm_does_see_the_future(pos):
     y = x.clone()
     y[:, 12] = (y[:, 12] + 3) % V
     with torch.no_grad():
-        moved = max_diff(model(y)[:, :12], model(x)[:, :12])
+        moved = max_diff(model(y).logits[:, :12], model(x).logits[:, :12])
     assert moved > 1e-4, f"{pos}, causal=False: earlier logits should react to token 12 (moved {moved:.2e})"
 
 
@@ -83,16 +83,16 @@ def test_overfits_a_short_sequence(pos):
     seq = ids(1, 33, seed=2)
     x, y = seq[:, :-1], seq[:, 1:]
     with torch.no_grad():
-        _, start = model(x, y)
+        start = model(x, y).loss
     assert start.item() > 2.5, f"{pos}: an untrained model should be near ln({V}) = {math.log(V):.2f}, got {start:.3f}"
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(60):
-        _, loss = model(x, y)
+        loss = model(x, y).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
     with torch.no_grad():
-        _, end = model(x, y)
+        end = model(x, y).loss
     assert end.item() < 0.1, f"{pos}: loss after 60 steps {end.item():.4f} (from {start.item():.3f}), want < 0.1"
 
 
@@ -101,7 +101,7 @@ def test_loss_is_cross_entropy_of_logits():
     model = make_model("rope")
     x, y = ids(2, 10, seed=3), ids(2, 10, seed=4)
     with torch.no_grad():
-        logits, loss = model(x, y)
+        logits, loss, _ = model(x, y)
     logp = torch.log_softmax(logits.double(), dim=-1)
     want = -sum(logp[b, t, y[b, t]] for b in range(2) for t in range(10)) / 20
     err = abs(loss.item() - want.item())
@@ -116,10 +116,10 @@ def test_cached_forward_equals_full_forward(pos, extra):
     model = make_model(pos, **extra)
     x = ids(2, 20, seed=5)
     with torch.no_grad():
-        full = model(x)
+        full = model(x).logits
         pieces, cache, t = [], None, 0
         for n in [5] + [1] * 12 + [3]:
-            logits, cache = model(x[:, t:t + n], cache=cache, return_cache=True)
+            logits, _, cache = model(x[:, t:t + n], cache=cache)
             pieces.append(logits)
             t += n
     assert t == 20 and len(cache) == SMALL["n_layer"]
@@ -151,7 +151,7 @@ def test_generate_greedy_is_argmax_of_full_forward():
     out = model.generate(ids(1, 4, seed=8), 6, temperature=0)
     with torch.no_grad():
         for t in range(4, 10):
-            want = model(out[:, :t])[0, -1].argmax().item()
+            want = model(out[:, :t]).logits[0, -1].argmax().item()
             assert out[0, t].item() == want, f"token {t}: generated {out[0, t].item()}, argmax {want}"
 
 
@@ -186,7 +186,7 @@ def test_checkpoint_round_trip(pos, tie, tmp_path):
     assert tied == model.cfg.tie_weights, f"tie_weights={model.cfg.tie_weights} but the reloaded head tied={tied}"
     x = ids(2, 12, seed=10)
     with torch.no_grad():
-        err = max_diff(loaded.eval()(x), model(x))
+        err = max_diff(loaded.eval()(x).logits, model(x).logits)
     assert err == 0.0, f"{pos}: outputs after reload differ, max diff {err:.2e}"
 
 
@@ -239,7 +239,7 @@ def test_learned_table_overflow_in_model():
         model(ids(1, 16, seed=11))  # exactly the table: fine
         with pytest.raises(ValueError, match="16 rows"):
             model(ids(1, 17, seed=11))
-        _, cache = model(ids(1, 16, seed=11), return_cache=True)
+        cache = model(ids(1, 16, seed=11)).cache
         with pytest.raises(ValueError, match="16 rows"):
             model(ids(1, 1, seed=12), cache=cache)
     with pytest.raises(ValueError, match="16 rows"):
@@ -251,7 +251,7 @@ def test_other_schemes_have_no_length_limit(pos):
     """Only the learned table has a limit: the others run past max_len (here 16) without complaint."""
     model = make_model(pos, max_len=16)
     with torch.no_grad():
-        out = model(ids(1, 40, seed=14))
+        out = model(ids(1, 40, seed=14)).logits
     assert out.shape == (1, 40, V) and torch.isfinite(out).all()
 
 
@@ -314,7 +314,7 @@ def test_window_losses_matches_direct_cross_entropy():
     with torch.no_grad():
         for w in range(n):
             x, y = stream[w * T:(w + 1) * T], stream[w * T + 1:(w + 1) * T + 1]
-            want = F.cross_entropy(model(x[None])[0], y, reduction="none")
+            want = F.cross_entropy(model(x[None]).logits[0], y, reduction="none")
             err = max_diff(got[w], want)
             assert err < 1e-5, f"window {w}: loss vs direct cross-entropy max diff {err:.2e}"
     with pytest.raises(CorpusError, match="need"):
