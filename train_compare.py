@@ -60,7 +60,7 @@ class TrainConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     eval_every: int = 100
-    eval_windows: int = 32      # 256-token windows from the validation text for the curve
+    eval_windows: int = 32      # seq_len-token windows from the validation text for the curve
     seed: int = 0
     decay_embeddings: bool = False  # True: weight decay on the embedding tables too (nanoGPT decays every 2-D tensor)
 
@@ -83,11 +83,9 @@ def make_optimizer(model: TinyLM, tc: TrainConfig) -> torch.optim.Optimizer:
     exactly at their initial values - the "untrained rows" of the learned table are then
     truly untrained.
 
-    No extra learning rate for the embeddings: TinyLM multiplies them by sqrt(C) = 11.3, so
-    an Adam step on a table already moves the residual stream 11x further than on a Linear.
-    A first recipe here gave the tables 5x the learning rate on top: the token vectors grew
-    to about 4x the amplitude of the fixed sinusoidal PE and sin ended at 1.80 nats/char at
-    256, against 1.65 with one learning rate (learned: 1.74 -> 1.71; same seed, 1,100 steps)."""
+    No extra learning rate for the embeddings: TinyLM multiplies them by sqrt(C), so an Adam
+    step on a table already moves the residual stream sqrt(C) times further than on a Linear
+    (the README's "Conventions" section says what a larger one did)."""
     decay = [p for n, p in model.named_parameters()
              if p.dim() == 2 and (tc.decay_embeddings or not n.startswith(("tok_emb.", "learned.")))]
     ids = {id(p) for p in decay}
@@ -96,23 +94,38 @@ def make_optimizer(model: TinyLM, tc: TrainConfig) -> torch.optim.Optimizer:
                               {"params": rest, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.99))
 
 
-def train(model: TinyLM, train_ids: torch.Tensor, val_ids: torch.Tensor, tc: TrainConfig,
-          desc: str = "train", device=torch.device("cpu")) -> dict:
+def random_windows(ids: torch.Tensor, T: int, B: int):
+    """The default batches for train(): B windows of T tokens at random starts in ids, each
+    target the next token. Returns batch(step, generator) -> (x, y), both (B, T)."""
+    if ids.numel() < T + 2:
+        raise CorpusError(f"training text has {ids.numel()} tokens, fewer than one window of {T + 1}")
+
+    def batch(step: int, gen: torch.Generator):
+        starts = torch.randint(0, ids.numel() - T - 1, (B,), generator=gen)
+        x = torch.stack([ids[s:s + T] for s in starts.tolist()])          # (B, T)
+        y = torch.stack([ids[s + 1:s + T + 1] for s in starts.tolist()])  # (B, T)
+        return x, y
+    return batch
+
+
+def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train",
+          device=torch.device("cpu"), batches=None) -> dict:
     """Train in place; returns the loss history. Batches come from a generator seeded with
-    tc.seed only, so every model trained with the same TrainConfig sees the same windows."""
+    tc.seed only, so every model trained with the same TrainConfig sees the same windows.
+
+    batches: a function (step, generator) -> (x, y) of token ids; default random_windows(
+    train_ids, tc.seq_len, tc.batch_size). A target of -100 (cross_entropy's ignore_index)
+    adds no loss. val_ids=None skips validation (val_loss entries are None)."""
     gen = torch.Generator().manual_seed(tc.seed + 12345)
     opt = make_optimizer(model, tc)
     model.to(device).train()
     hist = {"step": [], "train_loss": [], "val_loss": [], "tokens_per_s": []}
-    T, B = tc.seq_len, tc.batch_size
-    if train_ids.numel() < T + 2:
-        raise CorpusError(f"training text has {train_ids.numel()} tokens, fewer than one window of {T + 1}")
-    run_loss, run_n, t0 = 0.0, 0, time.perf_counter()
+    batches = batches or random_windows(train_ids, tc.seq_len, tc.batch_size)
+    run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
     bar = tqdm(range(tc.steps), desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
     for step in bar:
-        starts = torch.randint(0, train_ids.numel() - T - 1, (B,), generator=gen)
-        x = torch.stack([train_ids[s:s + T] for s in starts.tolist()]).to(device)          # (B, T)
-        y = torch.stack([train_ids[s + 1:s + T + 1] for s in starts.tolist()]).to(device)  # (B, T)
+        x, y = batches(step, gen)
+        x, y = x.to(device), y.to(device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, tc)
         loss = model(x, y).loss
@@ -120,14 +133,16 @@ def train(model: TinyLM, train_ids: torch.Tensor, val_ids: torch.Tensor, tc: Tra
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
-        run_loss, run_n = run_loss + loss.item(), run_n + 1
+        run_loss, run_n, run_tokens = run_loss + loss.item(), run_n + 1, run_tokens + x.numel()
         if (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps:
-            tok_s = run_n * B * T / (time.perf_counter() - t0)
-            val = tiny_lm.window_losses(model, val_ids, T, tc.eval_windows).mean().item()
+            tok_s = run_tokens / (time.perf_counter() - t0)
+            val = None if val_ids is None else tiny_lm.window_losses(model, val_ids, tc.seq_len,
+                                                                      tc.eval_windows).mean().item()
             for k, v in zip(hist, (step + 1, run_loss / run_n, val, tok_s)):
                 hist[k].append(v)
-            bar.set_postfix(loss=f"{run_loss / run_n:.3f}", val=f"{val:.3f}", tok_s=f"{tok_s:,.0f}")
-            run_loss, run_n, t0 = 0.0, 0, time.perf_counter()
+            bar.set_postfix(loss=f"{run_loss / run_n:.3f}", val="-" if val is None else f"{val:.3f}",
+                            tok_s=f"{tok_s:,.0f}")
+            run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
     return hist
 
 

@@ -1,24 +1,28 @@
-"""breakage_test.py: the word-order task, the permutation argument behind it, and a --quick run."""
+"""breakage_test.py: the word-order task, the permutation argument behind it, training it with
+train_compare.train(), and a --quick run."""
 import json
-import math
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import breakage_test as bt  # noqa: E402
+import train_compare as tcmp  # noqa: E402
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    """Tiny tensors: a second thread only adds overhead (and on a busy machine a lot of it)."""
-    with bt._threads(1):
-        yield
+    """Tiny tensors: a second thread only adds overhead."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
 
 def _model(pos="none", causal=False, n_layer=2, vocab=19, seed=0):
@@ -133,6 +137,54 @@ def test_evaluate_twins_gives_exact_chance_for_a_blind_model():
     assert ev["acc"] == 0.5 and ev["twins_same_prediction"] == 1.0, ev
 
 
+# ----------------------------------------------------------------------------- training with train()
+
+
+def test_answer_batches_put_the_loss_on_the_answer_only():
+    task = bt.make_task()
+    x, y = bt.training_set(task)
+    xb, tb = bt.answer_batches(x, y, 16)(0, torch.Generator().manual_seed(0))
+    assert xb.shape == tb.shape == (16, 4)
+    assert (tb[:, :-1] == bt.IGNORE).all() and torch.equal(tb[:, -1], xb[:, 0]), tb
+    m = _model(pos="rope", causal=True, vocab=len(task.vocab))
+    with torch.no_grad():
+        out = m(xb, tb)
+        ref = F.cross_entropy(out.logits[:, -1, :], xb[:, 0]).item()  # the answer's loss, by definition
+    diff = abs(out.loss.item() - ref)
+    assert diff < 1e-5, f"TinyLM's loss with IGNORE targets is {out.loss.item():.6f}, CE at '?' is {ref:.6f} " \
+                        f"(diff {diff:.1e}): does TinyLM still skip target {bt.IGNORE}?"
+
+
+def test_train_with_a_batch_function_is_the_plain_recipe():
+    """train(batches=...) = AdamW from make_optimizer, lr_at's schedule, clipping, and batches
+    drawn in step order from a generator seeded tc.seed + 12345; checked against a loop written here."""
+    task = bt.make_task()
+    x, y = bt.training_set(task)
+    tc = tcmp.TrainConfig(seq_len=4, batch_size=8, steps=6, warmup=2, eval_every=3, seed=5)
+    batches = bt.answer_batches(x, y, tc.batch_size)
+    m1 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
+    m2 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
+    m2.load_state_dict(m1.state_dict())
+    hist = tcmp.train(m1, None, None, tc, batches=batches)
+    opt, gen, losses = tcmp.make_optimizer(m2, tc), torch.Generator().manual_seed(tc.seed + 12345), []
+    for step in range(tc.steps):
+        xb, yb = batches(step, gen)
+        for g in opt.param_groups:
+            g["lr"] = tcmp.lr_at(step, tc)
+        loss = F.cross_entropy(m2(xb).logits[:, -1, :], yb[:, -1])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m2.parameters(), tc.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+    diff = max((a - b).abs().max().item() for a, b in zip(m1.parameters(), m2.parameters()))
+    assert diff < 1e-5, f"train() and the plain loop end with different weights: max diff {diff:.1e}"
+    want = [sum(losses[:3]) / 3, sum(losses[3:]) / 3]
+    got_diff = max(abs(a - b) for a, b in zip(hist["train_loss"], want))
+    assert hist["step"] == [3, 6] and got_diff < 1e-5, f"{hist['train_loss']} vs {want} (max diff {got_diff:.1e})"
+    assert hist["val_loss"] == [None, None], "no validation text: val_loss entries must be None"
+
+
 # ----------------------------------------------------------------------------- left-to-right tools
 
 
@@ -156,33 +208,17 @@ def test_left_to_right_loss_matches_last_window_position():
     assert abs(ltr - ref) < 1e-4, f"{ltr} vs {ref}"
 
 
-def test_extrapolation_summary_reads_extrapolation_test_json(tmp_path):
-    """Section 4 from extrapolation_test.py's layout: losses are ln(ppl), "rope+yarn" is not
-    taken for "rope", and the first 64-position bin over 1.1 x the pre-256 bin is found."""
-    data = {"meta": {"lengths": [256, 512, 1024]},
-            "rows": [{"variant": "rope+yarn", "train_len": 256, "ppl_256": 4.0, "ppl_512": 9.0, "ppl_1024": 9.0},
-                     {"variant": "rope", "train_len": 256, "ppl_256": math.exp(1.5), "ppl_512": math.exp(1.6),
-                      "ppl_1024": math.exp(1.8)}],
-            "loss_vs_position": {"rope": [1.5] * 320 + [1.7] * 64 + [2.0] * 640}}
-    p = tmp_path / "e.json"
-    p.write_text(json.dumps(data))
-    s = bt.extrapolation_summary(p)
-    assert s["status"] == "ok" and s["reference_length"] == 256 and s["first_length_over"] == 1024, s
-    assert abs(s["reference_loss"] - 1.5) < 1e-12, s["reference_loss"]
-    assert s["first_position_over"] == 320 and s["positions_scored"] == 1024, s
-    assert bt.extrapolation_summary(tmp_path / "nope.json")["status"] == "missing"
-    (tmp_path / "bad.json").write_text("{not json")
-    assert bt.extrapolation_summary(tmp_path / "bad.json")["status"] == "unreadable"
-    for odd in ({"something": [1, 2, 3]}, {"rows": [{"variant": "alibi"}], "meta": {"lengths": [256]}}, [1, 2]):
-        (tmp_path / "odd.json").write_text(json.dumps(odd))
-        assert bt.extrapolation_summary(tmp_path / "odd.json")["status"] == "unrecognised", odd
-
-
 # ----------------------------------------------------------------------------- the script
 
 
+def test_quick_writes_under_runs_quick_by_default():
+    assert bt.parse_args(["--quick"]).out == "runs/quick/breakage"
+    assert bt.parse_args([]).out == "results"
+    assert bt.parse_args(["--quick", "--out", "/elsewhere"]).out == "/elsewhere"
+
+
 def test_quick_run_writes_its_files(tmp_path):
-    rc = bt.main(["--quick", "--out", str(tmp_path), "--extrapolation", str(tmp_path / "missing.json")])
+    rc = bt.main(["--quick", "--out", str(tmp_path)])
     assert rc == 0
     for name in ("breakage.md", "breakage.json", "breakage.png"):
         assert (tmp_path / name).stat().st_size > 0, f"{name} not written"
@@ -190,5 +226,11 @@ def test_quick_run_writes_its_files(tmp_path):
     cells = {c["cell"]: c for c in res["word_order"]["cells"]}
     blind = cells["bidirectional / none"]
     assert blind["acc"] == 0.5 and blind["twins_same_prediction"] == 1.0, blind
-    assert len(res["char_lm"]["cells"]) == 4 and res["extrapolation"]["status"] == "missing"
+    assert len(res["char_lm"]["cells"]) == 4
+    md = (tmp_path / "breakage.md").read_text(encoding="utf-8")
+    table_rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    n_rows = len(res["word_order"]["cells"]) + len(res["char_lm"]["cells"]) + 2  # + 2 header rows
+    assert len(table_rows) == n_rows, f"expected {n_rows} table rows, got {len(table_rows)}"
+    settings = json.loads(md.split("## Settings", 1)[1].split("```")[1])
+    assert settings["config"] == res["config"], "the settings block is not the run's config"
     assert not list(tmp_path.glob("*.tmp")), "a temporary file was left behind"
