@@ -64,6 +64,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/recipe, runs/quick/recipe with --quick)")
     p.add_argument("--results", default=None, help="where the CSV and markdown go "
                                                    "(default results/, or <out>/results with --quick)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); results are "
+                                                         "bit-identical only at the same thread count")
     p.add_argument("--quick", action="store_true", help="smoke run: the tiny QUICK_MODEL and QUICK_TRAIN of "
                                                         "train_compare.py, 4,096 tokens scored")
     return p.parse_args(argv)
@@ -92,6 +94,8 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     knobs, schemes = args.knobs.split(","), args.schemes.split(",")
     bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if s not in tiny_lm.SCHEMES]
     if bad:
@@ -151,6 +155,7 @@ def write_tables(rows, lengths, results: Path, args, tokens: int) -> None:
     head = "| knob | " + " | ".join(f"{s} ppl@{L0} | {s} ppl@{L1}" for s in schemes) + " |"
     lines = ["# Recipe ablation: one choice at a time", "",
              f"Command: `python recipe_ablation.py --knobs {args.knobs} --schemes {args.schemes} --seed {args.seed}"
+             + (f" --threads {args.threads}" if args.threads else "")
              + (" --quick`" if args.quick else "`"), "",
              f"Perplexity per character on the same {tokens:,} validation characters at every length "
              f"(non-overlapping windows). In brackets: change against the baseline row.", "",
