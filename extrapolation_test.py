@@ -10,10 +10,18 @@ which shows where a scheme breaks.
 
 Rows:
   * none / learned / sin / rope / alibi: the checkpoints as trained, no scaling.
-  * rope + {linear, ntk, dynamic, yarn, llama3}: the rope checkpoint with a training-free
-    RoPE scaling whose factor is set from the evaluation length, s = L / L_train.
-  * rope_ft_linear / rope_ft_yarn: scaling plus a short fine-tune at 4x the training
-    length (train_compare.py), evaluated with the scaling they were fine-tuned with.
+  * rope + {linear, ntk, yarn, llama3}: the rope checkpoint with a training-free RoPE
+    scaling whose factor is set from the evaluation length, s = L / L_train.
+  * rope+ntk(4s), rope+ntk(16s): static NTK with a factor 4 and 16 times the extension
+    ratio, still training-free (NTK keeps the fast pairs, so a larger factor costs little).
+  * rope+dynamic: dynamic NTK with the fixed factor 1 and original length L_train, as it is
+    meant to be used: the length itself sets the base. Each window is scored whole, so the
+    length is the window's and the row equals rope+ntk. Dynamic differs from static NTK only
+    in cached decoding, where each cached key keeps the base of the length it was written
+    at; that difference is measured once (--decode-len, --decode-windows) and reported
+    under the table.
+  * rope_ft_linear / rope_ft_yarn: scaling plus a short fine-tune at a longer length
+    (train_compare.py), evaluated with the scaling they were fine-tuned with.
   * any other checkpoint in --ckpt-dir (e.g. rope_theta10) and --seed-dirs runs.
 The learned table is sized for the longest length; positions never seen in training
 use rows the optimizer never touched, and such cells are marked (untrained rows).
@@ -34,13 +42,16 @@ import tokenize
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from train_compare import DEFAULT_VARIANTS, FINETUNES, VARIANTS
+from train_compare import DEFAULT_VARIANTS, FINETUNES, VARIANTS, TrainConfig
 
-SCALINGS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+# row suffix -> (rope_type, k): factor k * L / L_train at length L (at least 1); k None = factor 1
+SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "ntk(16s)": ("ntk", 16),
+            "dynamic": ("dynamic", None), "yarn": ("yarn", 1), "llama3": ("llama3", 1)}
 POS_FILE = {"none": None, "learned": "pos_learned.py", "sin": "pos_sin.py", "rope": "pos_rope.py",
             "alibi": "pos_alibi.py"}
 ACTS_ON = {"none": "nothing (NoPE)", "learned": "input embedding", "sin": "input embedding",
@@ -86,6 +97,39 @@ def evaluate(model, val_ids, lengths, span, batch_tokens, desc):
     return losses, curve, time.perf_counter() - t0
 
 
+def scaling_at(name: str, L: int, L_train: int) -> dict:
+    """The scaling dict of training-free row rope+<name> at evaluation length L."""
+    kind, k = SCALINGS[name]
+    factor = 1.0 if k is None else max(1.0, k * L / L_train)
+    return {"rope_type": kind, "factor": factor, "original_max_len": L_train}
+
+
+def factor_label(name: str) -> str:
+    """How the factor of row rope+<name> follows the length: "s", "4s", ... or "1"."""
+    k = SCALINGS[name][1]
+    return "1" if k is None else ("s" if k == 1 else f"{k}s")
+
+
+@torch.no_grad()
+def cached_vs_full(model, val_ids, L: int, n_windows: int) -> dict:
+    """Mean loss of the first n_windows windows of length L scored by one full forward and
+    by feeding one token at a time through the KV cache (what generate() does)."""
+    full = tiny_lm.window_losses(model, val_ids, L, n_windows).mean().item()
+    device = next(model.parameters()).device
+    ids = val_ids[:n_windows * L + 1]
+    x = torch.stack([ids[w * L:(w + 1) * L] for w in range(n_windows)]).to(device)          # (N, L)
+    y = torch.stack([ids[w * L + 1:(w + 1) * L + 1] for w in range(n_windows)]).to(device)  # (N, L)
+    model.eval()
+    cache, total = None, 0.0
+    for t in range(L):
+        out = model(x[:, t:t + 1], cache=cache)  # logits (N, 1, V); cache grows by one position
+        cache = out.cache
+        total += F.cross_entropy(out.logits[:, 0].float(), y[:, t], reduction="sum").item()
+    cached = total / (n_windows * L)
+    return {"length": L, "windows": n_windows, "loss_full": full, "loss_cached": cached,
+            "difference": cached - full}
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main, "
@@ -97,7 +141,12 @@ def parse_args(argv=None):
     p.add_argument("--tokens", type=int, default=None, help="scored tokens per length, rounded up to a multiple "
                                                             "of the longest length (default 65536)")
     p.add_argument("--scalings", default=",".join(SCALINGS),
-                   help="training-free RoPE scalings to apply to the rope checkpoint ('' for none)")
+                   help="training-free RoPE scalings to apply to the rope checkpoint, one row each ('' for none)")
+    p.add_argument("--decode-len", type=int, default=None,
+                   help="length at which rope+dynamic is also scored token by token through the KV cache "
+                        "(default 1024; the longest --lengths with --quick; 0 to skip)")
+    p.add_argument("--decode-windows", type=int, default=None,
+                   help="windows scored token by token for that comparison (default 2; 1 with --quick)")
     p.add_argument("--seed-dirs", default=None, help="comma-separated extra checkpoint folders (other seeds) "
                                                      "whose rope/alibi rows are added to the table (default: "
                                                      "every runs/seed* folder; '' for none)")
@@ -141,12 +190,17 @@ def main(argv=None) -> int:
     scalings = [s for s in args.scalings.split(",") if s]
     if set(scalings) - set(SCALINGS):
         fail(f"unknown scaling(s) {','.join(sorted(set(scalings) - set(SCALINGS)))}; known: {','.join(SCALINGS)}")
+    decode_len = args.decode_len if args.decode_len is not None else (lengths[-1] if args.quick else 1024)
+    decode_windows = args.decode_windows if args.decode_windows is not None else (1 if args.quick else 2)
+    if decode_len < 0 or decode_windows < 1:
+        fail(f"--decode-len must be >= 0 and --decode-windows >= 1, got {decode_len} and {decode_windows}")
     try:
         device = tiny_lm.pick_device(args.device)
     except ValueError as e:
         fail(str(e))
     try:
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=span + 1)
+        train_text, val_text, vocab = tiny_lm.load_corpus(
+            args.corpus, min_val_chars=max(span, decode_len * decode_windows) + 1)
     except CorpusError as e:
         fail(str(e))
     val_ids = tiny_lm.CharTokenizer(vocab).encode(val_text)
@@ -163,7 +217,7 @@ def main(argv=None) -> int:
             if (Path(d) / f"{n}.pt").exists():
                 jobs.append((f"{n} [{Path(d).name}]", Path(d) / f"{n}.pt", None))
 
-    rows, curves = [], {}
+    rows, curves, decode = [], {}, None
     for row, path, scaling in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         try:
             model, ck = tiny_lm.load_checkpoint(path, device=device, make_with=make)
@@ -173,25 +227,34 @@ def main(argv=None) -> int:
             fail(f"{path} was trained on another corpus (vocabulary or text differs); pass the same --corpus "
                  f"it was trained with, or retrain with `{make} --force`")
         cfg, tc = model.cfg, ck["extra"].get("train_config", {})
-        L_train = tc.get("seq_len", 256)
+        L_train = tc.get("seq_len", TrainConfig.seq_len)
         if cfg.pos == "learned" and lengths[-1] > cfg.max_len:
             fail(f"{path}: length {lengths[-1]} is beyond its learned table ({cfg.max_len} rows); "
                  f"use --lengths up to {cfg.max_len}")
         if scaling is None:
             losses, curve, secs = evaluate(model, val_ids, lengths, span, args.batch_tokens, row)
-        else:  # training-free: a fresh scaling for each length, s = L / L_train
+        else:  # training-free: a fresh scaling for each length
             losses, curve, secs = {}, None, 0.0
             for L in lengths:
-                model.set_rope_scaling({"rope_type": scaling, "factor": max(1.0, L / L_train),
-                                        "original_max_len": L_train})
+                model.set_rope_scaling(scaling_at(scaling, L, L_train))
                 l1, c1, s1 = evaluate(model, val_ids, [L], span, args.batch_tokens, f"{row} L={L}")
                 losses[L], secs = l1[L], secs + s1
                 curve = c1 if L == lengths[-1] else curve
+            if scaling == "dynamic" and decode_len:
+                model.set_rope_scaling(scaling_at(scaling, decode_len, L_train))
+                decode = {"variant": row, "factor": 1.0, "original_max_len": L_train,
+                          **cached_vs_full(model, val_ids, decode_len, decode_windows)}
         base = cfg.pos
+        if scaling is not None:
+            kind, factor = SCALINGS[scaling][0], factor_label(scaling)
+        elif cfg.rope_scaling:
+            kind, factor = cfg.rope_scaling["rope_type"], f"{cfg.rope_scaling['factor']:g}"
+        else:
+            kind, factor = "", ""
         train_loss = ck["losses"]["train_loss"][-1] if ck["losses"].get("train_loss") else float("nan")
         ft = ck["extra"].get("variant") in FINETUNES
         rows.append({
-            "variant": row, "pos": base, "scaling": scaling or (cfg.rope_scaling or {}).get("rope_type", ""),
+            "variant": row, "pos": base, "scaling": kind, "scaling_factor": factor,
             "train_len": L_train, "rope_theta": cfg.rope_theta if base == "rope" else None,
             "train_ppl": math.exp(train_loss),
             **{f"ppl_{L}": math.exp(losses[L]) for L in lengths},
@@ -206,7 +269,7 @@ def main(argv=None) -> int:
         curves[row] = curve.tolist()
         del model
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2  # KiB on Linux -> GiB
-    write_results(results, rows, curves, lengths, span, peak_gb, ckpt_dir)
+    write_results(results, rows, curves, lengths, span, peak_gb, ckpt_dir, decode)
     if results.resolve() == (HERE / "results").resolve():
         update_readme(HERE / "README.md", (results / "extrapolation.md").read_text(encoding="utf-8"))
     print(f"peak resident memory {peak_gb:.2f} GiB; wrote {results}/extrapolation.md, .csv, .json, "
@@ -229,7 +292,7 @@ def update_readme(readme: Path, table_md: str) -> None:
     tiny_lm.atomic_write_text(readme, text[:a + len(README_START)] + "\n" + table_md + text[b:])
 
 
-def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir) -> None:
+def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir, decode=None) -> None:
     results.mkdir(parents=True, exist_ok=True)
     cols = list(rows[0])
     buf = io.StringIO()
@@ -238,7 +301,8 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir)
     w.writerows(rows)
     tiny_lm.atomic_write_text(results / "extrapolation.csv", buf.getvalue())
     meta = {"lengths": lengths, "scored_tokens_per_length": span, "peak_rss_gib": round(peak_gb, 3),
-            "checkpoints": str(ckpt_dir), "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "checkpoints": str(ckpt_dir), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "dynamic_cached_decoding": decode}
     tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps({"meta": meta, "rows": rows,
                                                         "loss_vs_position": curves}, indent=1))
     # Markdown table: ppl, marking learned cells that use untrained rows.
@@ -256,7 +320,8 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir)
         params = f"{r['params_added']:,}"
         if r["pos"] == "learned":
             params += f" ({r['params_trained_pos']:,} trained)"
-        acts = r["acts_on"] + (f" + {r['scaling']}" if r["scaling"] else "") + (" + fine-tune" if r["finetune"] else "")
+        acts = r["acts_on"] + (f" + {r['scaling']} (factor {r['scaling_factor']})" if r["scaling"] else "") + \
+            (" + fine-tune" if r["finetune"] else "")
         out.append("| " + " | ".join([r["variant"], acts, f"{r['train_ppl']:.2f}"] + cells +
                                      [f"{r[f'ppl_{L_max}'] / r[f'ppl_{lengths[0]}']:.2f}",
                                       str(r["pos_file_loc"]), params]) + " |")
@@ -267,12 +332,20 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir)
         f"{rows[0]['train_len']}. `train ppl` is exp of the last logged training loss.",
         "† positions beyond the training length read rows of the learned table that no gradient ever "
         "reached (their random initial values).",
-        "rope+X: training-free scaling with factor s = L / training length at each length. rope_ft_*: "
-        "scaling with factor 16 plus a fine-tune (see extra compute in README).",
+        "rope+X: training-free scaling with factor s = L / training length at each length, or the multiple "
+        "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
+        "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
+        "fine-tune (see extra compute in README).",
         "pos-file LoC: lines of code (no comments, docstrings or blank lines) of the pos_*.py file, "
         "scaling included for RoPE.",
         f"Peak resident memory of this evaluation: {peak_gb:.2f} GiB.",
     ]
+    if decode:
+        notes.insert(-1, f"Cached decoding, {decode['variant']} (factor 1) at length {decode['length']}, "
+                         f"{decode['windows']} window(s): mean loss {decode['loss_full']:.4f} nats/char scored "
+                         f"by one full forward, {decode['loss_cached']:.4f} fed one token at a time through the "
+                         f"KV cache (difference {decode['difference']:+.4f}); cached keys keep the base of the "
+                         f"length at which they were written.")
     tiny_lm.atomic_write_text(results / "extrapolation.md", "\n".join(out + notes) + "\n")
     plot(results, rows, curves, lengths)
 

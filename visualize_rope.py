@@ -3,12 +3,14 @@ attention of a trained model beyond its training length, and the theta ablation.
 
     python visualize_rope.py --only 1,2,3,4          # figures that need no checkpoint
     python visualize_rope.py --only 5,6              # needs runs/main/rope*.pt (train_compare.py)
+    python visualize_rope.py --quick                 # smoke run: runs/quick checkpoints, writes runs/quick/results
     python visualize_rope.py --out /tmp/fig --ckpt runs/quick/rope.pt --ckpt-dir runs/quick
 
-Figures (PNG in --out): 1 rope_rotation, 2 rope_relative, 3 rope_decay, 4 rope_wavelengths,
-5 rope_attention, 6 rope_theta_attention (+ a markdown table). The math is pos_rope.py's;
-attention weights are recomputed from each layer's input with attn_common.attn, because
-the model itself runs the fused kernel, which does not return them.
+Figures (PNG in --out: results/, or runs/quick/results with --quick): 1 rope_rotation,
+2 rope_relative, 3 rope_decay, 4 rope_wavelengths, 5 rope_attention, 6 rope_theta_attention
+(+ a markdown table). The math is pos_rope.py's; attention weights are recomputed from each
+layer's input with attn_common.attn, because the model itself runs the fused kernel, which
+does not return them.
 """
 import argparse
 import functools
@@ -26,6 +28,8 @@ from matplotlib.colors import LogNorm  # noqa: E402
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
+from tiny_lm import GPTConfig  # noqa: E402
+from train_compare import TrainConfig  # noqa: E402
 
 THETA_VARIANTS = ("rope_theta10", "rope", "rope_theta1e6")  # checkpoint names from train_compare.py
 
@@ -178,10 +182,8 @@ def attention_maps(model, ids, layers, head=None):
             h.remove()
     maps = {}
     for l in layers:  # the layer's own projection + RoPE, then the explicit formula
-        a, x = model.blocks[l].attn, inputs[l]
-        B, T, C = x.shape
-        q, k, v = a.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
-        q, k, v = (t.view(B, T, a.n_head, a.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        a = model.blocks[l].attn
+        q, k, v = a.split_heads(inputs[l])  # (B, T, C) -> 3 x (B, H, T, D)
         q, k = model.rope(q, k)
         if head is not None:
             q, k, v = q[:, head:head + 1], k[:, head:head + 1], v[:, head:head + 1]
@@ -196,21 +198,21 @@ def val_ids_for(vocab: str) -> torch.Tensor:
     return tiny_lm.CharTokenizer(vocab).encode(val_text)
 
 
-def load(path):
+def load(path, make="python train_compare.py"):
     """(model in eval mode, its training length, validation ids) for a RoPE checkpoint."""
-    model, ck = tiny_lm.load_checkpoint(path, make_with="python train_compare.py --variants " + path.stem)
+    model, ck = tiny_lm.load_checkpoint(path, make_with=f"{make} --variants {path.stem}")
     if model.rope is None:
         raise tiny_lm.CheckpointError(f"{path} is not a RoPE model (pos={model.cfg.pos!r})")
-    train_len = ck.get("extra", {}).get("train_config", {}).get("seq_len", 256)
+    train_len = ck.get("extra", {}).get("train_config", {}).get("seq_len", TrainConfig.seq_len)
     return model.eval(), train_len, val_ids_for(ck["vocab"])
 
 
-def fig_attention(out, ckpt, head, factor, long_len=None, show=256):
+def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python train_compare.py"):
     """One head of the last layer at the training length and at factor x that, plain and YaRN."""
     if not ckpt.is_file():
-        print(f"skip figure 5: no checkpoint at {ckpt} (train it with `python train_compare.py --variants rope`)")
+        print(f"skip figure 5: no checkpoint at {ckpt} (train it with `{make} --variants rope`)")
         return
-    model, L0, val_ids = load(ckpt)
+    model, L0, val_ids = load(ckpt, make)
     long_len = long_len or int(factor * L0)
     last = len(model.blocks) - 1
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": L0}
@@ -234,17 +236,17 @@ def fig_attention(out, ckpt, head, factor, long_len=None, show=256):
     save(fig, out, "rope_attention.png", tight=False)
 
 
-def theta_ablation(out, ckpt_dir, n_windows, length=None):
+def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_compare.py"):
     """Mean attention distance sum_j w_ij (i - j) per layer/head, for base 10, 1e4, 1e6."""
     paths = [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         print(f"skip figure 6: {', '.join(missing)} missing in {ckpt_dir} "
-              f"(train them with `python train_compare.py --variants {','.join(THETA_VARIANTS)}`)")
+              f"(train them with `{make} --variants {','.join(THETA_VARIANTS)}`)")
         return
     rows = {}
     for p in paths:
-        model, L0, val_ids = load(p)
+        model, L0, val_ids = load(p, make)
         T = length or L0
         if val_ids.numel() < n_windows * T:
             raise tiny_lm.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
@@ -284,19 +286,27 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated figure numbers to make (default: all)")
-    p.add_argument("--out", default="results", help="folder for the PNGs and the markdown table")
-    p.add_argument("--head-dim", type=int, default=32, help="head dim d for figures 1, 2 and 4 (the tiny LM's is 32)")
+    p.add_argument("--out", default=None, help="folder for the PNGs and the markdown table "
+                                               "(default results/, or runs/quick/results with --quick)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: checkpoints from runs/quick (train_compare.py --quick), output under "
+                        "runs/quick/results; figures whose checkpoints are missing are skipped")
+    p.add_argument("--head-dim", type=int, default=GPTConfig.n_embd // GPTConfig.n_head,
+                   help="head dim d for figures 1, 2 and 4 (default: the tiny LM's)")
     p.add_argument("--theta", type=float, default=10000.0, help="RoPE base for figures 1-4")
     p.add_argument("--positions", type=int, default=32, help="figure 1: positions 0..N drawn per pair")
     p.add_argument("--radius", type=int, default=128, help="figure 2: relative positions -R..R")
-    p.add_argument("--train-len", type=int, default=256,
-                   help="figure 4: training length (figures 5 and 6 read it from the checkpoint)")
+    p.add_argument("--train-len", type=int, default=TrainConfig.seq_len,
+                   help="figure 4: training length (default: train_compare.py's; figures 5 and 6 read it "
+                        "from the checkpoint)")
     p.add_argument("--factor", type=float, default=16.0, help="YaRN factor s for figures 4 and 5")
-    p.add_argument("--ckpt", default="runs/main/rope.pt", help="figure 5: RoPE checkpoint")
+    p.add_argument("--ckpt", default=None, help="figure 5: RoPE checkpoint (default runs/main/rope.pt, "
+                                                "or runs/quick/rope.pt with --quick)")
     p.add_argument("--head", type=int, default=0, help="figure 5: which head of the last layer")
     p.add_argument("--long-len", type=int, default=None,
                    help="figure 5: the long length (default: factor x training length)")
-    p.add_argument("--ckpt-dir", default="runs/main", help=f"figure 6: folder with {', '.join(THETA_VARIANTS)} .pt")
+    p.add_argument("--ckpt-dir", default=None, help=f"figure 6: folder with {', '.join(THETA_VARIANTS)} .pt "
+                                                    "(default runs/main, or runs/quick with --quick)")
     p.add_argument("--windows", type=int, default=4, help="figure 6: validation windows averaged")
     p.add_argument("--length", type=int, default=None, help="figure 6: window length (default: training length)")
     args = p.parse_args(argv)
@@ -304,7 +314,10 @@ def main(argv=None):
         only = {int(x) for x in args.only.split(",") if x.strip()}
     except ValueError:
         p.error(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
-    out = Path(args.out)
+    runs = Path("runs/quick" if args.quick else "runs/main")
+    out = Path(args.out or (runs / "results" if args.quick else "results"))
+    ckpt, ckpt_dir = Path(args.ckpt or runs / "rope.pt"), Path(args.ckpt_dir or runs)
+    make = "python train_compare.py" + (" --quick" if args.quick else "")
     torch.manual_seed(0)
     if 1 in only:
         fig_rotation(out, args.head_dim, args.theta, args.positions)
@@ -314,11 +327,11 @@ def main(argv=None):
         fig_decay(out, (args.head_dim, 128), args.theta)
     if 4 in only:
         fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
-    for n, make in ((5, lambda: fig_attention(out, Path(args.ckpt), args.head, args.factor, args.long_len)),
-                    (6, lambda: theta_ablation(out, Path(args.ckpt_dir), args.windows, args.length))):
+    for n, draw in ((5, lambda: fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)),
+                    (6, lambda: theta_ablation(out, ckpt_dir, args.windows, args.length, make=make))):
         if n in only:
             try:
-                make()
+                draw()
             except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
                 print(f"skip figure {n}: {e}")
 

@@ -61,8 +61,22 @@ def test_extrapolation_outputs_parse(quick_run):
             assert shown == pytest.approx(row[f"ppl_{L}"], abs=0.006), f"{row['variant']} at {L}"
             assert 1.0 < row[f"ppl_{L}"] < 200, row
     variants = [r["variant"] for r in data["rows"]]
-    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope+linear", "rope_ft_yarn"):
+    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope+linear", "rope_ft_yarn",
+              "rope+ntk", "rope+ntk(4s)", "rope+ntk(16s)", "rope+dynamic"):
         assert v in variants
+    by_name = {r["variant"]: r for r in data["rows"]}
+    assert by_name["rope+dynamic"]["scaling_factor"] == "1" and by_name["rope+ntk(4s)"]["scaling_factor"] == "4s"
+    # dynamic NTK with factor 1 on whole windows is static NTK with s = L / L_train
+    for L in lengths:
+        dyn, ntk = by_name["rope+dynamic"][f"ppl_{L}"], by_name["rope+ntk"][f"ppl_{L}"]
+        assert dyn == pytest.approx(ntk, rel=1e-5), f"rope+dynamic {dyn} vs rope+ntk {ntk} at {L}"
+    # the one place dynamic differs: token-by-token decoding through the KV cache, measured once
+    dec = data["meta"]["dynamic_cached_decoding"]
+    assert dec["length"] == lengths[-1] and dec["windows"] == 1 and dec["factor"] == 1.0, dec
+    assert math.isfinite(dec["loss_full"]) and math.isfinite(dec["loss_cached"]), dec
+    assert dec["difference"] == pytest.approx(dec["loss_cached"] - dec["loss_full"], abs=1e-12)
+    md = (res / "extrapolation.md").read_text()
+    assert f"{dec['loss_full']:.4f}" in md and f"{dec['loss_cached']:.4f}" in md, "the decoding line is missing"
     # every length scores the same number of tokens, so the numbers are comparable
     assert data["meta"]["scored_tokens_per_length"] % lengths[-1] == 0
     curve = data["loss_vs_position"]["rope"]
@@ -86,6 +100,34 @@ def test_rerun_skips_finished_variants(quick_run):
     assert r.returncode == 0, r.stderr[-1000:]
     assert "trained with other settings (lr, steps)" in r.stdout, r.stdout
     assert p.stat().st_mtime_ns == before
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_cached_vs_full_matches_for_plain_rope():
+    """extrapolation_test.cached_vs_full: one token at a time through the cache = one forward."""
+    import extrapolation_test
+    import tiny_lm
+    torch = pytest.importorskip("torch")
+    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, pos="rope"))
+    ids = torch.randint(0, 20, (2 * 32 + 1,))
+    r = extrapolation_test.cached_vs_full(model, ids, 32, 2)
+    assert (r["length"], r["windows"]) == (32, 2)
+    assert abs(r["difference"]) < 1e-4, f"cached decoding differs from the full forward by {r['difference']:.2e}"
+    # dynamic, factor 1: plain RoPE while the length stays within original_max_len
+    model.set_rope_scaling({"rope_type": "dynamic", "factor": 1.0, "original_max_len": 64})
+    r = extrapolation_test.cached_vs_full(model, ids, 32, 2)
+    assert abs(r["difference"]) < 1e-4, f"max diff {r['difference']:.2e} below original_max_len"
+
+
+def test_scalings_rows_factors():
+    """Training-free rows: factor k * L / L_train (at least 1); rope+dynamic keeps factor 1."""
+    from extrapolation_test import scaling_at
+    assert scaling_at("ntk", 1024, 256)["factor"] == 4.0
+    assert scaling_at("ntk(4s)", 1024, 256)["factor"] == 16.0
+    assert scaling_at("ntk(16s)", 256, 256)["factor"] == 16.0
+    assert scaling_at("linear", 128, 256)["factor"] == 1.0
+    for L in (128, 256, 4096):
+        assert scaling_at("dynamic", L, 256) == {"rope_type": "dynamic", "factor": 1.0, "original_max_len": 256}
 
 
 def one_line_error(r, code):

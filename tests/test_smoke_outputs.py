@@ -1,0 +1,145 @@
+"""The scripts' smoke paths: --quick never touches results/, figures 1-4 need no checkpoint,
+and every --help lists every flag the script defines."""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ["train_compare.py", "extrapolation_test.py", "benchmark.py", "breakage_test.py",
+           "visualize_rope.py", "recipe_ablation.py"]
+ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread is faster
+
+
+def tree_hashes(root: Path, paths) -> dict:
+    """{relative path: sha256} of every file under each of paths (files or folders) in root."""
+    out = {}
+    for p in paths:
+        p = root / p
+        for f in ([p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []):
+            if f.is_file():
+                out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
+def copy_checkout(dst: Path) -> None:
+    """The tracked files as they are in the working tree, plus the built corpus if present."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():  # a tracked file someone is deleting right now is simply left out
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    for rel in ("data/shakespeare.txt", "data/shakespeare.split.json"):  # ignored by git; saves the build
+        if (ROOT / rel).is_file():
+            shutil.copy2(ROOT / rel, dst / rel)
+
+
+# Each script's smoke mode, with the smallest sizes it accepts where it has such flags; none of
+# those flags chooses an output path. train -> extrapolation -> figures depend on each other.
+CHAIN = [["train_compare.py", "--quick", "--steps", "5"],
+         ["extrapolation_test.py", "--quick"],
+         ["visualize_rope.py", "--quick"]]
+INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
+               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
+               ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
+
+
+def test_quick_modes_leave_results_untouched(tmp_path):
+    """Every --quick run in a copy of the repository: results/ and README.md byte-identical after."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to list the tracked files")
+    repo = tmp_path / "repo"
+    copy_checkout(repo)
+    watched = ["results", "README.md"]
+    before = tree_hashes(repo, watched)
+    assert before, "the copy has no results/ to compare"
+    t0 = time.perf_counter()
+    log = repo.parent / "logs"
+    log.mkdir()
+    procs = [(cmd, subprocess.Popen([sys.executable, *cmd], cwd=repo, env=ENV, stdout=subprocess.DEVNULL,
+                                    stderr=open(log / f"{cmd[0]}.err", "w")))
+             for cmd in INDEPENDENT]  # these run beside the chain: two cores
+    failures = []
+    for cmd in CHAIN:
+        r = subprocess.run([sys.executable, *cmd], cwd=repo, env=ENV, capture_output=True, text=True, timeout=300)
+        if r.returncode:
+            failures.append(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-800:]}")
+            break
+    for cmd, p in procs:
+        if p.wait(timeout=300):
+            failures.append(f"{' '.join(cmd)} exited {p.returncode}: {(log / f'{cmd[0]}.err').read_text()[-800:]}")
+    secs = time.perf_counter() - t0
+    after = tree_hashes(repo, watched)
+    changed = sorted(f for f in before if f in after and after[f] != before[f])
+    added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+    assert not (changed or added or removed), \
+        (f"a --quick run wrote into results/ or README.md ({secs:.0f} s of runs): changed {changed}, "
+         f"added {added}, removed {removed}")
+    assert not failures, "\n".join(failures)
+    for rel in ("runs/quick/results/extrapolation.md", "runs/quick/results/rope_rotation.png"):
+        assert (repo / rel).is_file(), f"{rel} missing: the quick outputs went somewhere else"
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_visualize_figures_1_to_4_need_no_checkpoint(tmp_path):
+    import visualize_rope
+    out = tmp_path / "fig"
+    visualize_rope.main(["--only", "1,2,3,4", "--out", str(out), "--positions", "8", "--radius", "16",
+                         "--ckpt", str(tmp_path / "none.pt"), "--ckpt-dir", str(tmp_path / "none")])
+    for name in ("rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png"):
+        f = out / name
+        assert f.is_file(), f"figure {name} was not written"
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5_000, \
+            f"{name} is not a real PNG ({f.stat().st_size} bytes)"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png"])
+
+
+# One interpreter runs every script's `--help` as __main__ (torch is imported once, not six times).
+# It records the long flags each script gives argparse.add_argument, and prints, per script,
+# the exit code, those flags and the help text between markers.
+HELP_DRIVER = """
+import argparse, contextlib, io, runpy, sys
+flags, add = [], argparse.ArgumentParser.add_argument
+def recording_add(self, *names, **kw):
+    flags.extend(n for n in names if n.startswith("--"))
+    return add(self, *names, **kw)
+argparse.ArgumentParser.add_argument = recording_add
+for script in sys.argv[1:]:
+    sys.argv, buf, code = [script, "--help"], io.StringIO(), None
+    flags.clear()
+    with contextlib.redirect_stdout(buf):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+    print(f"@@@ {script} {code} {','.join(f for f in flags if f != '--help')}")
+    print(buf.getvalue())
+"""
+
+
+def test_help_exits_0_and_lists_every_flag():
+    r = subprocess.run([sys.executable, "-c", HELP_DRIVER, *SCRIPTS], cwd=ROOT, env=ENV, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    parts = re.split(r"^@@@ (\S+) (\S+) (\S*)$", r.stdout, flags=re.M)[1:]  # [script, code, flags, text, ...]
+    helps = {parts[i]: (parts[i + 1], parts[i + 2].split(","), parts[i + 3]) for i in range(0, len(parts), 4)}
+    assert sorted(helps) == sorted(SCRIPTS), r.stdout[-2000:]
+    problems = []
+    for s, (code, flags, out) in helps.items():
+        if code != "0":
+            problems.append(f"{s} --help exited {code}")
+            continue
+        if "--quick" not in flags:
+            problems.append(f"{s}: defines no --quick ({flags})")
+        missing = [f for f in flags if not re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", out)]
+        if missing:
+            problems.append(f"{s} --help does not mention {missing}")
+    assert not problems, "\n".join(problems)
