@@ -11,9 +11,11 @@ A causal mask is aligned bottom-right: query i sits at absolute position Tk - Tq
 the same code serves a full forward (Tq = Tk) and a cached decoding step (Tq < Tk).
 
 Two implementations, same numbers (tests/test_attn.py proves it):
-  * attn():      the formula written out, can also return the attention weights (plots);
+  * attn():      the formula written out, with every option (a boolean mask, the causal mask
+                 applied on top of any bias, the attention weights for plots);
   * attn_sdpa(): torch.nn.functional.scaled_dot_product_attention, the fused kernel the
-                 model runs during training and evaluation.
+                 model runs during training and evaluation. With a bias and causal=True it
+                 expects the bias to carry the causal mask already (-inf on hidden keys).
 
 Where this differs from the tutorial's `attn`: it adds `causal=` (the tutorial's
 RoPEAttention calls attn without any mask, so its "LM" could read future tokens),
@@ -51,59 +53,44 @@ def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False
     return (out, weights) if return_weights else out
 
 
-def attn_sdpa(q, k, v, mask=None, score_bias=None, causal=False, q_chunk=256, bias_is_masked=False):
-    """Same result as attn(), through torch's fused scaled_dot_product_attention.
+def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256):
+    """attn() through torch's fused F.scaled_dot_product_attention: the path the model runs.
 
-    How it stays fast (benchmark.py measures each point on CPU):
-      * No bias, no mask: is_causal=True, and the kernel skips the hidden upper triangle.
-      * A bias (ALiBi) enters as a float attn_mask, and SDPA does not promise to combine one
-        with is_causal, so hidden keys become -inf inside that float mask.
-      * The float mask is given 4-D. On CPU a 3-D mask sends SDPA to its unfused "math"
-        path, which writes out (B, H, Tq, Tk) scores several times: at T = 4096 that made
-        ALiBi evaluation ~20x slower than RoPE and cost ~1 GB per layer.
-      * Causal with a bias or mask: the queries go in chunks of q_chunk rows. Rows a..b-1
-        see keys up to position Tk - Tq + b - 1 only, so later keys are never computed
-        (about half the work of one masked call). Their hidden keys all lie in the chunk's
-        last b - a columns: a copy of the chunk's bias gets -inf there.
-      * bias_is_masked=True promises that score_bias already holds -inf at every key the
-        causal mask hides (tiny_lm masks its ALiBi bias once per forward, for all layers):
-        then each chunk passes a view of it, and nothing is copied.
+    Who hides the future keys when causal=True:
+      * no score_bias: the kernel, with is_causal=True (a bottom-right boolean mask when Tq < Tk);
+      * a score_bias: the bias itself, which must hold -inf at every hidden key, as
+        pos_alibi.alibi_bias(causal=True) builds it (SDPA takes a float mask or is_causal, not
+        both). A bias that is visibly unmasked raises ValueError.
+    The bias goes in 4-D, because on CPU a 3-D float mask sends SDPA to its slower unfused path.
+    Causal with a bias, the queries go in chunks of q_chunk rows: rows a..b-1 see keys up to
+    position Tk - Tq + b - 1 only, so later keys are never computed; each chunk's bias is a view.
     """
     Tq, Tk = q.shape[-2], k.shape[-2]
-    if score_bias is None and mask is None:
+    if score_bias is None:
         if not causal or Tq == 1:  # one query at the last position sees every key
             return F.scaled_dot_product_attention(q, k, v)
         if Tq == Tk:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-
-    def rows(t, a, b, e):  # the part of a (..., Tq | 1, Tk | 1) tensor for query rows a..b-1, keys 0..e-1
-        if t.dim() >= 2 and t.shape[-2] != 1:
-            t = t[..., a:b, :]
-        return t if t.shape[-1] == 1 else t[..., :e]
-
-    def float_mask(a, b, e):  # bias (or 0) with -inf where hidden, for rows a..b-1 and keys 0..e-1
-        fm = torch.zeros((), dtype=q.dtype, device=q.device)
-        if score_bias is not None:
-            fm = rows(score_bias, a, b, e).to(q.dtype)  # a view when the dtype already matches
-        if mask is not None:
-            fm = fm.masked_fill(~rows(mask, a, b, e).bool(), float("-inf"))
-        if causal and not (bias_is_masked and score_bias is not None):
-            n = b - a
-            fm = fm.expand(torch.broadcast_shapes(fm.shape, (n, e))).clone()  # (..., n, e), ours to write
-            fm[..., e - n:].masked_fill_(hidden[:n, :n], float("-inf"))      # the chunk's diagonal block
-        return fm[(None,) * (q.dim() - fm.dim())]  # (H, n, e) -> (1, H, n, e): 4-D for the fused kernel
-
+        keep = causal_mask(Tq, Tk, device=q.device)[None, None]  # (1, 1, Tq, Tk), cached decoding
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    bias = score_bias.to(q.dtype)  # a view when the dtype already matches
+    bias = bias[(None,) * (q.dim() - bias.dim())]  # (H, Tq, Tk) -> (1, H, Tq, Tk)
+    if not causal:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     past = Tk - Tq  # query row r sits at absolute position past + r
-    step = q_chunk if causal else max(Tq, 1)  # without a causal mask every row sees every key: one call
-    if causal:  # True above the diagonal of a chunk's square block; built once per call, not per chunk
-        hidden = ~causal_mask(min(step, Tq), min(step, Tq), device=q.device)
+    if Tq > 1:  # the first hidden key of row r is past + r + 1: it must already be -inf
+        first_hidden = torch.diagonal(bias.expand(*bias.shape[:-2], Tq, Tk), offset=past + 1, dim1=-2, dim2=-1)
+        if not torch.isneginf(first_hidden).all():
+            raise ValueError("causal attn_sdpa with a score_bias needs -inf at the hidden keys inside the bias "
+                             "(e.g. pos_alibi.alibi_bias(..., causal=True)); this bias has a finite value there")
     outs = []
-    for a in range(0, max(Tq, 1), step):
-        b = min(a + step, Tq)
-        e = past + b if causal else Tk  # keys 0..e-1 are visible to some row of a..b-1
-        # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H?, b-a, e) float mask -> (B, H, b-a, D)
+    for a in range(0, Tq, q_chunk):
+        b = min(a + q_chunk, Tq)
+        e = past + b  # keys 0..e-1 are visible to some row of a..b-1
+        rows = bias if bias.shape[-2] == 1 else bias[..., a:b, :]
+        # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H, b-a, e) float mask -> (B, H, b-a, D)
         outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., :e, :], v[..., :e, :],
-                                                   attn_mask=float_mask(a, b, e)))
+                                                   attn_mask=rows[..., :e]))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 

@@ -1,54 +1,47 @@
 """Speed and memory of the five position schemes, measured (tutorial 4.2 性能对比实验).
 
-For each scheme (none, learned, sin, rope, alibi) and each length T, at batch 1 under
-torch.no_grad, median of --repeats runs after --warmup, every repetition going through all
-schemes in turn so that a slow moment of the machine hits them all alike:
-  * the forward time of the whole tiny LM and of one attention layer (the scheme's
-    per-layer position work, then tiny_lm.Attention);
-  * the encoding alone (build the table or bias, apply it) against the attention itself;
-  * the peak memory of the whole-LM forward. On CUDA: torch.cuda.max_memory_allocated
-    above what was allocated before. On CPU every case runs in a fresh subprocess (from a
-    clean multiprocessing "forkserver", or "spawn") that reports its peak resident set,
-    resource.getrusage's ru_maxrss, minus the same number just before the forward.
-Then two ratios, each measured side by side in this process:
-  * training tokens/s of each scheme over a reference model with the same blocks and no
-    position encoding, whose attention is one F.scaled_dot_product_attention(is_causal=True);
-  * ALiBi over RoPE evaluation time: tiny_lm.window_losses on --eval-windows windows of the
-    longest length, the call the length-extrapolation tests make.
-Writes <out>/benchmark.md and <out>/benchmark.png (each to a temporary file, then renamed)
-and prints the tables.
+Per scheme and length T, batch 1, torch.no_grad, median of --repeats runs after --warmup,
+the schemes interleaved within every repetition so that a slow moment hits them all alike:
+  * forward time of the whole tiny LM; the encoding alone (build the table or bias, apply
+    it) against the attention itself (tiny_lm's attn_sdpa);
+  * peak memory of the whole-LM forward, beside the bytes the scheme builds for T positions
+    (ALiBi's bias H x T x T floats, RoPE's cos/sin 2 x T x D/2). CUDA: max_memory_allocated
+    above memory_allocated before. CPU: one plain subprocess per scheme runs the lengths in
+    increasing order and reports its peak resident set (ru_maxrss) above its baseline.
+Two ratios, measured side by side in this process: training tokens/s of each scheme over a
+reference TinyLM(pos="none") (one F.scaled_dot_product_attention(is_causal=True) per layer);
+ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fast ALiBi
+path keeps the formula's numbers is tests/test_benchmark.py's job, not this script's.
+Writes <results>/benchmark.md and benchmark.png (atomically) and prints the tables.
 
-Where this differs from the tutorial's run_benchmark: it times several runs after a
-warm-up instead of one cold call, resets the peak-memory counter for every case (the
-tutorial never resets it before the first length), and measures memory on CPU too,
-where CUDA events and max_memory_allocated do not exist.
+Where this differs from the tutorial's run_benchmark: medians after a warm-up instead of one
+cold call, the peak-memory counter reset for every case, and memory measured on CPU too.
 
-    python benchmark.py                         # the full run, a few minutes on 2 cores
-    python benchmark.py --quick --out /tmp/b    # tiny sizes in seconds: a smoke test, not a result
+    python benchmark.py                # the full run, a few minutes on 2 cores: results/
+    python benchmark.py --quick        # tiny sizes in seconds, a smoke test: runs/quick/benchmark/
 """
 import argparse
-import multiprocessing as mp
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from tqdm import tqdm
 
 import tiny_lm
-from attn_common import attn, attn_sdpa, causal_mask
-from pos_alibi import alibi_bias
+from attn_common import attn_sdpa
 from pos_rope import apply_rope, precompute_freqs
 from pos_sin import sinusoidal_pe
 from tiny_lm import GPTConfig, TinyLM
 
 MiB = 2 ** 20
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -58,28 +51,34 @@ class BenchConfig:
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
-    vocab_size: int = 78          # the Shakespeare corpus's characters
-    repeats: int = 5              # timed forward runs per case; the median is reported
-    warmup: int = 1               # untimed runs first (allocator, kernel choice, table growth)
-    train_len: int = 256          # training window, as in train_compare.py
+    vocab_size: int = 78  # the Shakespeare corpus's characters
+    repeats: int = 5
+    warmup: int = 1
+    train_len: int = 256  # training window, as in train_compare.py
     train_batch: int = 16
-    train_steps: int = 3          # optimizer steps per timed repetition
+    train_steps: int = 3
     train_repeats: int = 7
-    eval_windows: int = 4         # windows of max(lengths) for the ALiBi / RoPE evaluation ratio
+    eval_windows: int = 4
     eval_repeats: int = 5
-    mem_procs: int = 2            # memory subprocesses at a time (peak RSS is per process)
     memory: bool = True
     device: str = "auto"
-    threads: int = 0              # torch intra-op threads; 0 keeps torch's default
+    threads: int = 0
     seed: int = 0
 
 
+# --quick: a tiny model and short lengths; a flag given on the command line still wins.
 QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats": 2, "warmup": 1,
          "train_len": 32, "train_batch": 4, "train_steps": 1, "train_repeats": 2, "eval_windows": 2,
          "eval_repeats": 2}
+FLAGS = {  # BenchConfig field -> help of its command-line flag
+    "lengths": "comma-separated sequence lengths", "schemes": "comma-separated position schemes",
+    "repeats": "timed forward runs per case (median)", "warmup": "untimed runs before the timed ones",
+    "train_steps": "optimizer steps per timed training repetition",
+    "train_repeats": "timed repetitions of the training comparison (median)",
+    "eval_windows": "windows of the longest length in the ALiBi / RoPE evaluation",
+    "eval_repeats": "timed repetitions of that evaluation (median)",
+    "device": "auto (cuda, then cpu), or a torch device name", "threads": "torch intra-op threads (0: torch's default)"}
 
-
-# ----------------------------------------------------------------------------- models
 
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
     torch.manual_seed(cfg.seed)
@@ -87,91 +86,31 @@ def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
                             n_embd=cfg.n_embd, pos=scheme, max_len=max(max(cfg.lengths), cfg.train_len)))
 
 
-class RefBlock(nn.Module):
-    """tiny_lm.Block with the attention written as one F.scaled_dot_product_attention(is_causal=True)."""
-
-    def __init__(self, C: int, H: int, mlp_ratio: int = 4):
-        super().__init__()
-        self.H = H
-        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.qkv = nn.Linear(C, 3 * C, bias=False)
-        self.out = nn.Linear(C, C, bias=False)
-        self.mlp = nn.Sequential(nn.Linear(C, mlp_ratio * C), nn.GELU(), nn.Linear(mlp_ratio * C, C))
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
-        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
-        x = x + self.out(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp(self.ln2(x))
+def random_ids(cfg: BenchConfig, n: int) -> torch.Tensor:
+    return torch.randint(0, cfg.vocab_size, (n,), generator=torch.Generator().manual_seed(cfg.seed))
 
 
-class RefLM(nn.Module):
-    """The throughput reference: TinyLM's layout (tied head), no position encoding at all."""
-
-    def __init__(self, cfg: BenchConfig):
-        super().__init__()
-        torch.manual_seed(cfg.seed)
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
-        self.blocks = nn.ModuleList(RefBlock(cfg.n_embd, cfg.n_head) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd)
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
-        self.head.weight = self.tok_emb.weight
-
-    def forward(self, idx, targets):
-        x = self.tok_emb(idx)  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.ln_f(x))  # (B, T, V)
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-
-
-# ----------------------------------------------------------------------------- timing helpers
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn, device: torch.device) -> float:
-    """Seconds for one call of fn, with the device queue drained before and after."""
-    sync(device)
-    t0 = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - t0
-
+# ----------------------------------------------------------------------------- timing
 
 def interleaved(cases: dict, reps: int, warmup: int, device, bar) -> dict:
-    """Run every case once per repetition, in a rotating order; return name -> median seconds."""
+    """Run every case once per repetition, in a rotating order, the device queue drained around
+    each call; return name -> median seconds of the runs after the warm-up."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     names, times = list(cases), {name: [] for name in cases}
     for r in range(warmup + reps):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            t = timed(cases[name], device)
+            sync()
+            t0 = time.perf_counter()
+            cases[name]()
+            sync()
             if r >= warmup:
-                times[name].append(t)
+                times[name].append(time.perf_counter() - t0)
             bar.update()
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def max_rss_bytes() -> int:
-    """This process's peak resident set so far (ru_maxrss: KiB on Linux, bytes on macOS)."""
-    import resource
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024
-
-
-# ----------------------------------------------------------------------------- measurements
-
-def tinylm_alibi_bias(model: TinyLM, T: int) -> torch.Tensor:
-    """The bias a causal TinyLM builds once per forward: (1, H, T, T), -m (i - j), -inf on hidden keys."""
-    bias = model.alibi(T, T)[None]
-    return bias.masked_fill_(~causal_mask(T, T, device=bias.device), float("-inf"))
-
-
 def forward_times(cfg: BenchConfig, device, bar) -> dict:
-    """(scheme, T) -> {"lm", "layer", "encoding", "attention"} median seconds, batch 1, no_grad."""
+    """(scheme, T) -> {"lm", "encoding", "attention"} median seconds, batch 1, no_grad."""
     models = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}
     H, C = cfg.n_head, cfg.n_embd
     D = C // H
@@ -183,100 +122,84 @@ def forward_times(cfg: BenchConfig, device, bar) -> dict:
         q, k, v = (torch.randn(1, H, T, D, generator=gen).to(device) for _ in range(3))  # (1, H, T, D)
         cases = {}
         for s, m in models.items():
-            layer = m.blocks[0].attn
-            bias = tinylm_alibi_bias(m, T) if s == "alibi" else None  # (1, H, T, T), for "attention" only
+            bias = m.alibi(T, T) if s == "alibi" else None  # (H, T, T), causal mask included
             cases[(s, "lm")] = lambda m=m: m(idx)
-            cases[(s, "layer")] = {
-                "none": lambda layer=layer: layer(x),
-                "learned": lambda layer=layer, m=m: layer(x + m.learned(T)),
-                "sin": lambda layer=layer, m=m: layer(x + m.sin(T)),
-                "rope": lambda layer=layer, m=m: layer(x, rope=m.rope),
-                "alibi": lambda layer=layer, m=m: layer(x, bias=tinylm_alibi_bias(m, T)),
-            }[s]
-            cases[(s, "attention")] = lambda bias=bias: attn_sdpa(q, k, v, score_bias=bias, causal=True,
-                                                                  bias_is_masked=True)
+            cases[(s, "attention")] = lambda bias=bias: attn_sdpa(q, k, v, score_bias=bias, causal=True)
             encoding = {  # build the table or bias for T positions and apply it
                 "learned": lambda m=m: x + m.learned(T),
                 "sin": lambda: x + sinusoidal_pe(T, C, device=device),
                 "rope": lambda: [apply_rope(t, *precompute_freqs(D, T, device=device)) for t in (q, k)],
-                "alibi": lambda m=m: tinylm_alibi_bias(m, T),  # added inside the kernel
+                "alibi": lambda m=m: m.alibi(T, T),  # added to the scores inside the kernel
             }.get(s)
             if encoding is not None:
                 cases[(s, "encoding")] = encoding
         with torch.no_grad():
-            medians = interleaved(cases, cfg.repeats, cfg.warmup, device, bar)
-        for (s, what), sec in medians.items():
-            out.setdefault((s, T), {})[what] = sec
+            for (s, what), sec in interleaved(cases, cfg.repeats, cfg.warmup, device, bar).items():
+                out.setdefault((s, T), {})[what] = sec
     return out
 
 
-def _peak_rss_child(job: dict) -> dict:
-    """Runs in a fresh interpreter: build the model, then one forward; its extra peak RSS in bytes."""
-    cfg = BenchConfig(**job["cfg"])
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    model = make_lm(cfg, job["scheme"]).eval()
-    T, n = job["T"], job["batch"]
-    ids = torch.randint(0, cfg.vocab_size, (n * T + 1,), generator=torch.Generator().manual_seed(cfg.seed))
-    with torch.no_grad():  # warm-up at 8 tokens: library code paged in on first use is not the case's memory
-        model(ids[:8].view(1, 8))
-    before = max_rss_bytes()
+# ----------------------------------------------------------------------------- memory
+
+def encoding_bytes(model: TinyLM, scheme: str, T: int) -> int:
+    """Bytes of the table or bias the scheme builds for T positions, from the tensors themselves."""
     with torch.no_grad():
-        if job["kind"] == "eval":
-            tiny_lm.window_losses(model, ids, T, n)
-        else:
-            model(ids[: n * T].view(n, T))
-    after = max_rss_bytes()
-    return {**job, "extra": after - before, "baseline": before}
+        built = {"none": lambda: [], "learned": lambda: [model.learned(T)], "sin": lambda: [model.sin(T)],
+                 "rope": lambda: list(model.rope.cos_sin(T)), "alibi": lambda: [model.alibi(T, T)]}[scheme]()
+    return sum(t.numel() * t.element_size() for t in built)
 
 
-def memory_cpu(cfg: BenchConfig, jobs: list, bar) -> dict:
-    """One fresh subprocess per job (maxtasksperchild=1): (kind, scheme, T) -> its result dict.
-
-    "forkserver" where the platform has it: a clean server process (started like "spawn", it
-    imports this module and torch, and runs nothing) forks one child per job, which saves
-    the ~1 s torch import per case. Each child still measures only itself. Else "spawn".
-    """
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload([_peak_rss_child.__module__])  # "__main__" when run as a script
-    else:
-        ctx = mp.get_context("spawn")
-    out = {}
-    with ctx.Pool(processes=max(1, min(cfg.mem_procs, len(jobs))), maxtasksperchild=1) as pool:
-        for r in pool.imap_unordered(_peak_rss_child, [dict(j, cfg=asdict(cfg)) for j in jobs]):
-            out[(r["kind"], r["scheme"], r["T"])] = r
-            bar.update()
+def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
+    """{"forward T": bytes, "eval": bytes (rope, alibi)}: peak memory above the baseline. On CPU
+    ru_maxrss is this process's high-water mark: run it in a fresh process, lengths increasing."""
+    device = torch.device(device)
+    model = make_lm(cfg, scheme).to(device).eval()
+    Te = max(cfg.lengths)
+    ids = random_ids(cfg, cfg.eval_windows * Te + 1)
+    runs = {f"forward {T}": lambda T=T: model(ids[:T].view(1, T).to(device)) for T in sorted(cfg.lengths)}
+    if scheme in ("rope", "alibi"):
+        runs["eval"] = lambda: tiny_lm.window_losses(model, ids, Te, cfg.eval_windows)
+    cuda, out = device.type == "cuda", {}
+    if not cuda:
+        import resource
+    peak = (lambda: torch.cuda.synchronize(device) or torch.cuda.max_memory_allocated(device)) if cuda else \
+        (lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+    with torch.no_grad():
+        model(ids[:8].view(1, 8).to(device))  # library code paged in on first use is not the case's memory
+        base = peak()
+        for what, run in runs.items():
+            if cuda:  # the counter restarts for every case
+                torch.cuda.reset_peak_memory_stats(device)
+                base = torch.cuda.memory_allocated(device)
+            run()
+            out[what] = peak() - base
     return out
 
 
-def memory_cuda(cfg: BenchConfig, jobs: list, device, bar) -> dict:
+def peak_memory(cfg: BenchConfig, device, bar) -> dict:
+    """(scheme, "forward T" | "eval") -> bytes; on CPU one plain subprocess per scheme."""
     out = {}
-    for j in jobs:
-        model = make_lm(cfg, j["scheme"]).to(device).eval()
-        T, n = j["T"], j["batch"]
-        ids = torch.randint(0, cfg.vocab_size, (n * T + 1,), generator=torch.Generator().manual_seed(cfg.seed))
-        x = ids[: n * T].view(n, T).to(device)
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        with torch.no_grad():
-            if j["kind"] == "eval":
-                tiny_lm.window_losses(model, ids, T, n)
-            else:
-                model(x)
-        torch.cuda.synchronize(device)
-        out[(j["kind"], j["scheme"], T)] = {**j, "extra": torch.cuda.max_memory_allocated(device) - before,
-                                           "baseline": before}
-        del model, x
-        torch.cuda.empty_cache()
+    for s in cfg.schemes:
+        if device.type == "cpu":
+            code = ("import sys, json, benchmark as b; c = b.BenchConfig(**json.loads(sys.argv[1])); "
+                    "b.torch.set_num_threads(c.threads); print(json.dumps(b.scheme_memory(c, sys.argv[2], 'cpu')))")
+            r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s], cwd=HERE,
+                               capture_output=True, text=True)
+            if r.returncode:
+                raise RuntimeError(f"memory subprocess for {s} failed:\n{r.stderr[-2000:]}")
+            mem = json.loads(r.stdout.splitlines()[-1])
+        else:
+            mem = scheme_memory(cfg, s, device)
+        out.update({(s, what): b for what, b in mem.items()})
         bar.update()
     return out
 
 
+# ----------------------------------------------------------------------------- the two ratios
+
 def train_throughput(cfg: BenchConfig, device, bar) -> dict:
-    """name -> training tokens/s (forward, backward, clip, AdamW step), reference included."""
-    models = {"reference": RefLM(cfg), **{s: make_lm(cfg, s) for s in cfg.schemes}}
+    """name -> training tokens/s (forward, backward, clip, AdamW step), the reference included."""
+    models = {"reference": make_lm(cfg, "none"), **{s: make_lm(cfg, s) for s in cfg.schemes}}
     gen = torch.Generator().manual_seed(cfg.seed)
     ids = torch.randint(0, cfg.vocab_size, (cfg.train_batch, cfg.train_len + 1), generator=gen).to(device)
     x, y = ids[:, :-1], ids[:, 1:]  # (B, T) each
@@ -287,7 +210,7 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
 
         def steps(m=m, opt=opt):
             for _ in range(cfg.train_steps):
-                loss = m(x, y)[1]  # (logits, loss[, cache])
+                loss = m(x, y).loss
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
@@ -298,105 +221,80 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
     return {name: tokens / sec for name, sec in medians.items()}
 
 
-def eval_ratio(cfg: BenchConfig, device, bar) -> dict:
+def eval_times(cfg: BenchConfig, device, bar) -> dict:
     """ALiBi and RoPE window_losses at max(lengths), side by side: median seconds of each."""
     T, n = max(cfg.lengths), cfg.eval_windows
-    ids = torch.randint(0, cfg.vocab_size, (n * T + 1,), generator=torch.Generator().manual_seed(cfg.seed))
+    ids = random_ids(cfg, n * T + 1)
     models = {s: make_lm(cfg, s).to(device) for s in ("rope", "alibi")}
     cases = {s: (lambda m=m: tiny_lm.window_losses(m, ids, T, n)) for s, m in models.items()}
     return interleaved(cases, cfg.eval_repeats, cfg.warmup, device, bar)
 
 
-def alibi_agreement(cfg: BenchConfig, device) -> float:
-    """max |attn_sdpa - attn| for one causal ALiBi layer at max(lengths): the fast path keeps the numbers."""
-    T, H, D = max(cfg.lengths), cfg.n_head, cfg.n_embd // cfg.n_head
-    gen = torch.Generator().manual_seed(cfg.seed)
-    q, k, v = (torch.randn(1, H, T, D, generator=gen).to(device) for _ in range(3))
-    bias = alibi_bias(H, T, device=device)  # (H, T, T), -m (i - j)
-    masked = bias.masked_fill(~causal_mask(T, T, device=device), float("-inf"))[None]  # as TinyLM passes it
-    with torch.no_grad():
-        return (attn_sdpa(q, k, v, score_bias=masked, causal=True, bias_is_masked=True)
-                - attn(q, k, v, score_bias=bias, causal=True)).abs().max().item()
-
-
 # ----------------------------------------------------------------------------- report
 
 def machine_line(device) -> str:
-    if device.type == "cuda":
-        where = f"cuda ({torch.cuda.get_device_name(device)})"
-    else:
-        where = f"{device.type} ({platform.processor() or platform.machine()})"
+    where = (f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda"
+             else f"{device.type} ({platform.processor() or platform.machine()})")
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (f"{where}; {os.cpu_count()} CPUs ({usable} usable by this process); torch {torch.__version__} "
             f"with {torch.get_num_threads()} intra-op threads; Python {platform.python_version()}; "
             f"{platform.system()} {platform.release()}")
 
 
-def md_table(header: list, rows: list) -> list:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
-    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+def md_table(cfg, cell) -> list:
+    """One row per scheme, one column per length; cell(scheme, T) -> text."""
+    lines = ["| scheme | " + " | ".join(f"T={T}" for T in cfg.lengths) + " |",
+             "|---|" + "---:|" * len(cfg.lengths)]
+    return lines + ["| " + " | ".join([s] + [cell(s, T) for T in cfg.lengths]) + " |" for s in cfg.schemes]
 
 
-def build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv) -> str:
-    L = cfg.lengths
+def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
     ms = lambda sec: f"{sec * 1e3:,.1f}" if sec >= 0.01 else f"{sec * 1e3:.2f}"
+    Te, ref = max(cfg.lengths), tok_s["reference"]
+
+    def enc_cell(s, T):
+        t = times[(s, T)]
+        enc = t.get("encoding")
+        return (f"- / {ms(t['attention'])}" if enc is None else
+                f"{ms(enc)} / {ms(t['attention'])} ({100 * enc / (enc + t['attention']):.0f}%)")
+
     out = ["# Speed and memory of the position schemes", "",
            f"Machine: {machine_line(device)}.",
            f"Model: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} dims, vocabulary {cfg.vocab_size}. "
            f"Forward passes at batch 1 under torch.no_grad, median of {cfg.repeats} runs after {cfg.warmup} "
            f"warm-up, the schemes interleaved within every repetition.",
-           f"Command: `{' '.join(['python benchmark.py'] + argv)}`.", ""]
-    out += ["## Forward time of the whole tiny LM (ms)", ""]
-    out += md_table(["scheme"] + [f"T={T}" for T in L], [[s] + [ms(times[(s, T)]["lm"]) for T in L]
-                                                         for s in cfg.schemes])
-    out += ["", "## Forward time of one attention layer (ms)", "",
-            "The scheme's per-layer position work (input table add for learned/sin, q/k rotation for rope, "
-            "masked bias build for alibi), then tiny_lm.Attention: qkv projection, attention, output projection.", ""]
-    out += md_table(["scheme"] + [f"T={T}" for T in L], [[s] + [ms(times[(s, T)]["layer"]) for T in L]
-                                                         for s in cfg.schemes])
+           f"Command: `{' '.join(['python benchmark.py'] + argv)}`.", "",
+           "## Forward time of the whole tiny LM (ms)", ""]
+    out += md_table(cfg, lambda s, T: ms(times[(s, T)]["lm"]))
     out += ["", "## The encoding alone against the attention (ms, encoding / attention)", "",
-            "Encoding: learned = look up T rows and add them; sin = build the sinusoidal table and add it; "
-            "rope = build cos/sin and rotate q and k; alibi = build the (1, H, T, T) bias -m(i-j) with -inf "
-            "on the hidden keys, as TinyLM.forward does once per forward (the kernel adds it to the scores, so "
-            "that part is in the attention column). Attention: attn_sdpa on "
-            "(1, H, T, D) q, k, v, causal, with the ALiBi bias for alibi.", ""]
-    rows = []
-    for s in cfg.schemes:
-        row = [s]
-        for T in L:
-            t = times[(s, T)]
-            enc = t.get("encoding")
-            row.append(f"- / {ms(t['attention'])}" if enc is None else
-                       f"{ms(enc)} / {ms(t['attention'])} ({100 * enc / (enc + t['attention']):.0f}%)")
-        rows.append(row)
-    out += md_table(["scheme"] + [f"T={T}" for T in L], rows)
-    out += ["", "## Peak memory of the whole-LM forward (MiB above the baseline)", "", mem_note, ""]
-    if memory:
-        out += md_table(["scheme"] + [f"T={T}" for T in L],
-                        [[s] + [f"{memory[('forward', s, T)]['extra'] / MiB:,.1f}" for T in L] for s in cfg.schemes])
-    else:
-        out += ["Not measured (--no-memory, or no honest peak-memory counter on this device)."]
-    Te = max(L)
-    ref = tok_s["reference"]
+            "Encoding: learned/sin = the T-row table, added; rope = build cos/sin, rotate q and k; alibi = build "
+            "the (H, T, T) bias with -inf on the hidden keys, once per forward as TinyLM does (the kernel adds it, "
+            "inside the attention column). Attention: attn_sdpa on (1, H, T, D) q, k, v, causal.", ""]
+    out += md_table(cfg, enc_cell)
+    out += ["", "## Peak memory of the whole-LM forward (MiB above the baseline; in brackets, MiB the encoding builds)",
+            ""]
+    how = ("not measured (--no-memory, or no peak-memory counter on this device)" if not memory else
+           "torch.cuda.max_memory_allocated minus memory_allocated before" if device.type == "cuda" else
+           "one subprocess per scheme runs the lengths in increasing order; its peak resident set (ru_maxrss) "
+           "after each forward minus the same after the model and an 8-token warm-up forward")
+    out += [f"Measured: {how}. Built: the float32 table or bias the scheme makes for T positions, from the "
+            "tensors themselves: learned and sin T x C, rope cos and sin 2 x T x D/2, alibi H x T x T.", ""]
+    mib = lambda s, T: f"{memory[(s, f'forward {T}')] / MiB:,.1f}" if memory else "-"
+    out += md_table(cfg, lambda s, T: f"{mib(s, T)} ({built[(s, T)] / MiB:,.2f})")
     out += ["", "## Ratios", "",
             "Training throughput ratio vs the SDPA reference (tokens/s of the scheme / of the reference; "
             f"T={cfg.train_len}, batch {cfg.train_batch}, median of {cfg.train_repeats} x {cfg.train_steps} steps): "
             + ", ".join(f"{s} {tok_s[s] / ref:.3f}" for s in cfg.schemes)
-            + f". Reference: the same blocks without any position encoding, attention = "
-              f"F.scaled_dot_product_attention(is_causal=True), {ref:,.0f} tokens/s.",
+            + ". Reference: a second TinyLM(pos=\"none\"), whose attention is one "
+              f"F.scaled_dot_product_attention(is_causal=True) per layer, {ref:,.0f} tokens/s.",
             "",
             f"ALiBi / RoPE evaluation time ratio at T={Te} (tiny_lm.window_losses, {cfg.eval_windows} windows, "
             f"median of {cfg.eval_repeats}): {ev['alibi'] / ev['rope']:.3f} "
-            f"(alibi {ev['alibi']:.3f} s, rope {ev['rope']:.3f} s).",
-            "",
-            f"ALiBi fast path (attn_sdpa, query chunks) vs the explicit attn() with -m(i-j) and the causal mask, "
-            f"one layer at T={Te}: max |diff| {agree:.1e}."]
-    if memory and ("eval", "alibi", Te) in memory:
+            f"(alibi {ev['alibi']:.3f} s, rope {ev['rope']:.3f} s)."]
+    if memory and ("alibi", "eval") in memory:
         out += ["", f"Peak memory of that evaluation ({cfg.eval_windows} windows of {Te}, above the baseline): "
-                + ", ".join(f"{s} {memory[('eval', s, Te)]['extra'] / MiB:,.1f} MiB" for s in ("rope", "alibi"))
-                + "."]
+                + ", ".join(f"{s} {memory[(s, 'eval')] / MiB:,.1f} MiB" for s in ("rope", "alibi")) + "."]
     return "\n".join(out) + "\n"
-
 
 
 def plot(cfg, times, memory, path: Path, device) -> None:
@@ -407,26 +305,18 @@ def plot(cfg, times, memory, path: Path, device) -> None:
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.5))
     L = list(cfg.lengths)
     for s in cfg.schemes:
-        line, = ax_t.plot(L, [times[(s, T)]["lm"] * 1e3 for T in L], marker="o", label=f"{s} (whole LM)")
-        ax_t.plot(L, [times[(s, T)]["layer"] * 1e3 for T in L], ls=":", marker=".", color=line.get_color())
+        ax_t.plot(L, [times[(s, T)]["lm"] * 1e3 for T in L], marker="o", label=s)
         if memory:
-            mib = [memory[("forward", s, T)]["extra"] / MiB for T in L]
-            ax_m.plot(L, [m if m > 0 else float("nan") for m in mib], marker="o",  # 0 has no place on a log axis
-                      color=line.get_color(), label=s)
-    ax_t.set_title("Forward time, batch 1 (dotted: one attention layer)")
-    ax_t.set_ylabel("milliseconds (median)")
-    where = "max_memory_allocated" if device.type == "cuda" else "ru_maxrss, fresh subprocess"
-    ax_m.set_title("Peak memory of the whole-LM forward, batch 1" if memory else "Peak memory: not measured")
-    ax_m.set_ylabel(f"MiB above the baseline ({where})")
-    mem_positive = memory and any(memory[("forward", s, T)]["extra"] > 0 for s in cfg.schemes for T in L)
+            ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], marker="o", label=s)
+    ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
+    ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
+             ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device.type == "cuda" else "ru_maxrss)"))
     for ax in (ax_t, ax_m):
         ax.set_xscale("log", base=2)
-        if ax is ax_t or mem_positive:  # a log axis needs a value > 0 (tiny --quick cases may have none)
-            ax.set_yscale("log")
         ax.set_xticks(L, [str(T) for T in L])
         ax.set_xlabel("sequence length T")
         ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
+        if ax.has_data():
             ax.legend(fontsize=8)
     fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device.type}")
     fig.tight_layout()
@@ -438,38 +328,36 @@ def plot(cfg, times, memory, path: Path, device) -> None:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = BenchConfig()
-    p.add_argument("--lengths", default=",".join(map(str, d.lengths)), help="comma-separated sequence lengths")
-    p.add_argument("--schemes", default=",".join(d.schemes), help="comma-separated position schemes")
-    p.add_argument("--device", default=d.device, help="auto (cuda, then cpu), or a torch device name")
-    p.add_argument("--threads", type=int, default=d.threads, help="torch intra-op threads (0: torch's default)")
-    p.add_argument("--repeats", type=int, default=d.repeats, help="timed forward runs per case (median)")
-    p.add_argument("--warmup", type=int, default=d.warmup, help="untimed runs before the timed ones")
-    p.add_argument("--train-repeats", type=int, default=d.train_repeats,
-                   help="timed repetitions of the training-throughput comparison (median)")
-    p.add_argument("--train-steps", type=int, default=d.train_steps, help="optimizer steps per timed repetition")
-    p.add_argument("--eval-windows", type=int, default=d.eval_windows,
-                   help="windows of the longest length in the ALiBi / RoPE evaluation ratio")
-    p.add_argument("--eval-repeats", type=int, default=d.eval_repeats,
-                   help="timed repetitions of the ALiBi / RoPE evaluation (median)")
-    p.add_argument("--mem-procs", type=int, default=d.mem_procs,
-                   help="CPU memory subprocesses at a time (each case still gets a fresh one)")
+    show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
+    for field, text in FLAGS.items():
+        default = getattr(BenchConfig, field)
+        quick = f"; with --quick {show(QUICK[field])}" if field in QUICK else ""
+        p.add_argument("--" + field.replace("_", "-"), type=int if type(default) is int else str,
+                       help=f"{text} (default {show(default)}{quick})")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
-    p.add_argument("--out", default="results", help="folder for benchmark.md and benchmark.png")
+    p.add_argument("--results", "--out", dest="results",
+                   help="folder for benchmark.md and .png (default results/, or runs/quick/benchmark/ with --quick)")
     p.add_argument("--quick", action="store_true", help="tiny model and lengths: a smoke test, not a result")
     return p.parse_args(argv)
 
 
 def config_from_args(args) -> BenchConfig:
-    cfg = BenchConfig()
-    if args.quick:
-        cfg = replace(cfg, **QUICK)
-    else:
-        cfg = replace(cfg, lengths=tuple(int(t) for t in args.lengths.split(",")), repeats=args.repeats,
-                      warmup=args.warmup, train_repeats=args.train_repeats, train_steps=args.train_steps,
-                      eval_windows=args.eval_windows, eval_repeats=args.eval_repeats)
-    return replace(cfg, schemes=tuple(args.schemes.split(",")), device=args.device, threads=args.threads,
-                   mem_procs=args.mem_procs, memory=not args.no_memory)
+    """BenchConfig(), then QUICK with --quick, then every flag that was given. ValueError if unusable."""
+    cfg = replace(BenchConfig(), **QUICK) if args.quick else BenchConfig()
+    given = {f: getattr(args, f) for f in FLAGS if getattr(args, f) is not None}
+    try:
+        given = {f: tuple(v.split(",")) if f == "schemes" else tuple(int(t) for t in v.split(",")) if f == "lengths"
+                 else v for f, v in given.items()}
+    except ValueError:
+        raise ValueError(f"--lengths must be comma-separated integers, got {args.lengths!r}") from None
+    cfg = replace(cfg, **given, memory=not args.no_memory)
+    if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or not {"rope", "alibi"} <= set(cfg.schemes):
+        raise ValueError(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
+                         f"(for the evaluation ratio); got {','.join(cfg.schemes)}")
+    if min(cfg.lengths + (cfg.repeats, cfg.train_repeats, cfg.train_steps, cfg.eval_windows, cfg.eval_repeats)) < 1 \
+            or cfg.warmup < 0:
+        raise ValueError("lengths, repeats, steps and windows must be positive, --warmup >= 0")
+    return cfg
 
 
 def main(argv=None) -> int:
@@ -477,59 +365,30 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         cfg = config_from_args(args)
-    except ValueError as e:
-        print(f"error: --lengths must be comma-separated integers ({e})", file=sys.stderr)
-        return 2
-    unknown = [s for s in cfg.schemes if s not in tiny_lm.SCHEMES]
-    if unknown or not {"rope", "alibi"} <= set(cfg.schemes):
-        print(f"error: --schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
-              f"(for the evaluation ratio); got {','.join(cfg.schemes)}", file=sys.stderr)
-        return 2
-    if min(cfg.lengths) < 1 or min(cfg.repeats, cfg.train_repeats, cfg.train_steps, cfg.eval_windows,
-                                   cfg.eval_repeats, cfg.mem_procs) < 1 or cfg.warmup < 0:
-        print("error: lengths, repeats, steps, windows and --mem-procs must be positive", file=sys.stderr)
+        device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
+    except ValueError as e:  # a bad --lengths, --schemes, count or device
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    cfg = replace(cfg, threads=torch.get_num_threads())  # subprocesses use the same number
-    try:
-        device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    out = Path(args.out)
+    cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number
+    out = Path(args.results or ("runs/quick/benchmark" if args.quick else "results"))
     out.mkdir(parents=True, exist_ok=True)
 
-    Te = max(cfg.lengths)
-    jobs = [{"kind": "forward", "scheme": s, "T": T, "batch": 1} for s in cfg.schemes for T in cfg.lengths]
-    jobs += [{"kind": "eval", "scheme": s, "T": Te, "batch": cfg.eval_windows} for s in ("rope", "alibi")]
-    do_memory = cfg.memory and (device.type == "cuda" or (device.type == "cpu" and sys.platform != "win32"))
-    n_fwd = sum(4 if s != "none" else 3 for s in cfg.schemes) * len(cfg.lengths) * (cfg.warmup + cfg.repeats)
-    total = (n_fwd + (len(cfg.schemes) + 1) * (1 + cfg.train_repeats) + 2 * (cfg.warmup + cfg.eval_repeats)
-             + (len(jobs) if do_memory else 0))
+    do_memory = cfg.memory and device.type in ("cuda", "cpu") and sys.platform != "win32"
     t_start = time.perf_counter()
     print(f"benchmark: {machine_line(device)}", file=sys.stderr)
-    with tqdm(total=total, desc="benchmark", unit="run", dynamic_ncols=True, file=sys.stderr) as bar:
-        memory, mem_note = {}, ""
-        if do_memory:  # first, while nothing else of ours is running
-            bar.set_description("memory")
-            if device.type == "cuda":
-                memory = memory_cuda(cfg, jobs, device, bar)
-                mem_note = "torch.cuda.max_memory_allocated during the forward minus memory_allocated before it."
-            else:
-                memory = memory_cpu(cfg, jobs, bar)
-                base = statistics.median(r["baseline"] for r in memory.values()) / MiB
-                mem_note = (f"Each case in a fresh subprocess: peak resident set (ru_maxrss) after the forward "
-                            f"minus the same before it, i.e. after the interpreter, torch, the model and one "
-                            f"8-token warm-up forward (median {base:,.0f} MiB).")
+    with tqdm(desc="benchmark", unit="run", dynamic_ncols=True, file=sys.stderr) as bar:
+        bar.set_description("memory")  # first, while nothing else of ours is running
+        memory = peak_memory(cfg, device, bar) if do_memory else {}
         bar.set_description("forward")
         times = forward_times(cfg, device, bar)
         bar.set_description("training")
         tok_s = train_throughput(cfg, device, bar)
         bar.set_description("evaluation")
-        ev = eval_ratio(cfg, device, bar)
-    agree = alibi_agreement(cfg, device)
-    report = build_report(cfg, device, times, memory, tok_s, ev, agree, mem_note, argv)
+        ev = eval_times(cfg, device, bar)
+    built = {(s, T): encoding_bytes(make_lm(cfg, s), s, T) for s in cfg.schemes for T in cfg.lengths}
+    report = build_report(cfg, device, times, memory, built, tok_s, ev, argv)
     report += f"\nWall time of this run: {time.perf_counter() - t_start:.0f} s.\n"
     tiny_lm.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", device)

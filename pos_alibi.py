@@ -6,8 +6,13 @@ Enables Input Length Extrapolation" (ICLR 2022).
 No position vector anywhere: each head h adds a fixed penalty, linear in distance, to
 the attention score of query i on key j:
 
-    score_h(i, j) = q_i . k_j / sqrt(d) - m_h * (i - j)        (causal, j <= i)
+    score_h(i, j) = q_i . k_j / sqrt(d) - m_h * (i - j)        (directional)
     score_h(i, j) = q_i . k_j / sqrt(d) - m_h * |i - j|        (symmetric option, bidirectional)
+
+A causal (decoder) model also hides every key after the query. With causal=True the bias
+carries that mask itself, so one tensor is all the attention needs:
+
+    bias_h(i, j) = -m_h * (i - j)   if j <= i,     -inf   if j > i
 
 Slopes m_h (paper, section 3): for n heads, n a power of two, the geometric sequence
 starting at 2^(-8/n) with ratio 2^(-8/n): m_h = 2^(-8 h / n), h = 1..n. For 8 heads:
@@ -52,11 +57,13 @@ def alibi_slopes(n_head: int) -> torch.Tensor:
 
 
 def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = False,
-               form: str = "distance", slopes: torch.Tensor = None, device=None) -> torch.Tensor:
+               form: str = "distance", slopes: torch.Tensor = None, device=None,
+               causal: bool = False) -> torch.Tensor:
     """The score bias, float32.
 
     form="distance": -m_h * (i - j)  (or -m_h * |i - j| if symmetric), shape (H, q_len, k_len),
         query i at absolute position k_len - q_len + i, key j at position j.
+        causal=True: -inf where j > i (the causal mask, aligned bottom-right for cached decoding).
     form="key": m_h * j, shape (H, 1, k_len); the same softmax as the causal distance form.
     """
     k_len = q_len if k_len is None else k_len
@@ -65,28 +72,31 @@ def alibi_bias(n_head: int, q_len: int, k_len: int = None, symmetric: bool = Fal
     m = (alibi_slopes(n_head) if slopes is None else slopes).to(device=device, dtype=torch.float32)
     j = torch.arange(k_len, device=device, dtype=torch.float32)  # (Tk,)
     if form == "key":
-        if symmetric:
-            raise ValueError("the key-only form m*j equals the causal (one-directional) -m(i-j), not the symmetric -m|i-j|")
+        if symmetric or causal:
+            raise ValueError("the key-only form m*j equals the causal (one-directional) -m(i-j) only under a causal "
+                             "mask applied by the attention; it cannot be symmetric or carry the mask itself")
         return m[:, None, None] * j[None, None, :]  # (H, 1, 1) * (1, 1, Tk) -> (H, 1, Tk)
     if form != "distance":
         raise ValueError(f"unknown ALiBi form {form!r}; use 'distance' or 'key'")
     i = torch.arange(k_len - q_len, k_len, device=device, dtype=torch.float32)  # (Tq,)
     dist = i[:, None] - j[None, :]  # (Tq, 1) - (1, Tk) -> (Tq, Tk), i - j
-    if symmetric:
-        dist = dist.abs()
-    return -m[:, None, None] * dist[None]  # (H, 1, 1) * (1, Tq, Tk) -> (H, Tq, Tk)
+    bias = -m[:, None, None] * (dist.abs() if symmetric else dist)[None]  # (H, 1, 1) * (1, Tq, Tk) -> (H, Tq, Tk)
+    if causal:  # key j after query i: i - j < 0
+        bias.masked_fill_(dist < 0, float("-inf"))  # (H, Tq, Tk) with a (Tq, Tk) mask; in place, the tensor is ours
+    return bias
 
 
 class ALiBi(nn.Module):
-    """forward(q_len, k_len) -> the (H, q_len, k_len) bias to add to the attention scores."""
+    """forward(q_len, k_len) -> the (H, q_len, k_len) bias to add to the attention scores
+    (with causal=True, -inf on the keys after each query: the bias is the causal mask too)."""
 
-    def __init__(self, n_head: int, symmetric: bool = False):
+    def __init__(self, n_head: int, symmetric: bool = False, causal: bool = False):
         super().__init__()
-        self.n_head, self.symmetric = n_head, symmetric
+        self.n_head, self.symmetric, self.causal = n_head, symmetric, causal
         self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 
     def forward(self, q_len: int, k_len: int = None) -> torch.Tensor:
-        return alibi_bias(self.n_head, q_len, k_len, symmetric=self.symmetric,
+        return alibi_bias(self.n_head, q_len, k_len, symmetric=self.symmetric, causal=self.causal,
                           slopes=self.slopes, device=self.slopes.device)
 
 
@@ -101,6 +111,9 @@ def _self_check() -> None:
     full, last = alibi_bias(4, 10), alibi_bias(4, 3, 10)
     assert torch.equal(full[:, 7:], last)
     print("ok  q_len=3, k_len=10 equals the last 3 rows of the full 10x10 bias (cached decoding)")
+    masked = alibi_bias(4, 3, 10, causal=True)
+    assert torch.isneginf(masked[:, 0, 8:]).all() and torch.equal(masked[:, :, :8], last[:, :, :8])
+    print("ok  causal=True: the same values, -inf on the keys after each query (bottom-right)")
     torch.manual_seed(0)
     scores = torch.randn(4, 10, 10)
     causal = torch.ones(10, 10, dtype=torch.bool).tril()

