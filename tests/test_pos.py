@@ -114,12 +114,12 @@ def test_sin_cache_growth_matches_pure_function():
 D = 16
 
 
-def rope_reference(x: torch.Tensor, positions, theta=10000.0) -> torch.Tensor:
+def rope_reference(x: torch.Tensor, positions, base=10000.0) -> torch.Tensor:
     """Adjacent-pair rotation written with math.cos/math.sin in float64. x (T, D), one row per position."""
     out = x.clone().double()
     for r, m in enumerate(positions):
         for i in range(x.shape[-1] // 2):
-            a = m * theta ** (-2 * i / x.shape[-1])
+            a = m * base ** (-2 * i / x.shape[-1])  # m θ_i
             xa, xb = x[r, 2 * i].item(), x[r, 2 * i + 1].item()
             out[r, 2 * i] = xa * math.cos(a) - xb * math.sin(a)
             out[r, 2 * i + 1] = xa * math.sin(a) + xb * math.cos(a)
@@ -132,18 +132,18 @@ def rotate(x, m, pairing="adjacent"):
     return pos_rope.apply_rope(x.view(1, 1, 1, -1), cos, sin, pairing).view(-1)
 
 
-def relative_score(q, k, delta, theta=10000.0) -> float:
+def relative_score(q, k, delta, base=10000.0) -> float:
     """sum_i Re[(q_2i + i q_2i+1)(k_2i - i k_2i+1) e^{i delta theta_i}]: the score as a function of m - n only."""
     s = 0.0
     for i in range(q.shape[-1] // 2):
-        a = delta * theta ** (-2 * i / q.shape[-1])
+        a = delta * base ** (-2 * i / q.shape[-1])
         z = complex(q[2 * i].item(), q[2 * i + 1].item()) * complex(k[2 * i].item(), -k[2 * i + 1].item())
         s += (z * complex(math.cos(a), math.sin(a))).real
     return s
 
 
 def test_rope_matches_rotation_formula():
-    """apply_rope (adjacent) equals the 2x2 rotation of each (2i, 2i+1) pair by m theta_i."""
+    """apply_rope (adjacent) equals the 2x2 rotation of each (2i, 2i+1) pair by m θ_i."""
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(6, D, dtype=torch.float64, generator=gen)
     positions = [0, 1, 2, 17, 300, 4100]
@@ -306,9 +306,9 @@ def test_rope_angles_float32_for_bfloat16_input():
 def test_rope_tables_stay_float32_after_module_cast(dtype):
     """model.to(bf16/fp16) must not round the RoPE frequencies: the docstring promises float32 angles.
 
-    inv_freq, cos and sin are floating buffers, so Module.to(dtype) would cast them and tables grown
-    afterwards would use a rounded inv_freq (at m ~ 4000 the angles were off by radians before
-    RotaryEmbedding._apply rebuilt them in float32). This test found that bug; it keeps it fixed.
+    inv_freq, cos and sin are floating buffers, so Module.to(dtype) would cast them, and tables grown
+    afterwards would use a rounded inv_freq (off by radians at m ~ 4000) unless
+    RotaryEmbedding._apply rebuilds them in float32.
     """
     rope = pos_rope.RotaryEmbedding(D).to(dtype)
     cos, sin = rope.cos_sin(4, offset=4000)  # beyond the initial table: forces a regrow

@@ -2,7 +2,8 @@
 
 Checks against hand-computed numbers, against the formulas written out independently
 (the way Hugging Face's modeling_rope_utils.py writes them), and the properties that must
-survive scaling: factor 1 is plain RoPE, q_m . k_n depends only on m - n.
+survive scaling: factor 1 is plain RoPE (dynamic: up to original_max_len, as in Hugging Face),
+q_m . k_n depends only on m - n.
 """
 import math
 import os
@@ -27,10 +28,12 @@ def maxdiff(a, b):
 
 @pytest.mark.parametrize("kind", ROPE_TYPES)
 def test_factor_one_is_plain_rope(kind):
-    # well beyond original_max_len, so "dynamic" would rescale if it were not exactly off
+    # Lengths beyond original_max_len too, except for dynamic: its base follows the length L
+    # from L0 on even at factor 1 (test_dynamic_matches_hugging_face_bases).
     plain = RotaryEmbedding(32)
     scaled = RotaryEmbedding(32, scaling=cfg(kind, 1.0, L0=16))
-    for T, off in ((8, 0), (300, 0), (5, 1000)):
+    cases = ((8, 0), (16, 0), (5, 11)) if kind == "dynamic" else ((8, 0), (300, 0), (5, 1000))
+    for T, off in cases:
         c0, s0 = plain.cos_sin(T, off)
         c1, s1 = scaled.cos_sin(T, off)
         assert torch.equal(c0, c1) and torch.equal(s0, s1), \
@@ -139,6 +142,65 @@ def test_dynamic_identity_up_to_L0_then_different():
     assert maxdiff(scaled_inv_freq(d, 10000.0, cfg("dynamic", s, L0), seq_len=L)[0], ref) < 1e-7
 
 
+def hf_dynamic_base(base, s, d, L, L0):
+    """Hugging Face's _compute_dynamic_ntk_parameters, written out: L is raised to L0 at least."""
+    L = max(L, L0)
+    return base * ((s * L / L0) - (s - 1)) ** (d / (d - 2))
+
+
+# d = 32, L0 = 256, base 10000: the exponent is 32/30 and the bracket 1 + s (L/256 - 1)
+HAND_BASES = {  # (factor, L): base', each checked against the formula in the test too
+    (1, 256): 10000.0, (2, 256): 10000.0, (4, 256): 10000.0,
+    (1, 512): 10000.0 * 2 ** (16 / 15), (2, 512): 10000.0 * 3 ** (16 / 15), (4, 512): 10000.0 * 5 ** (16 / 15),
+    (1, 1024): 10000.0 * 4 ** (16 / 15), (2, 1024): 10000.0 * 7 ** (16 / 15), (4, 1024): 10000.0 * 13 ** (16 / 15),
+    (1, 4096): 10000.0 * 16 ** (16 / 15), (2, 4096): 10000.0 * 31 ** (16 / 15), (4, 4096): 10000.0 * 61 ** (16 / 15),
+}
+
+
+@pytest.mark.parametrize("s, L", sorted(HAND_BASES))
+def test_dynamic_matches_hugging_face_bases(s, L):
+    d, L0, base = 32, 256, 10000.0
+    want = HAND_BASES[(s, L)]
+    assert want == pytest.approx(hf_dynamic_base(base, s, d, L, L0), rel=1e-12), "the hand table is off"
+    # the frequencies for the total length L, from the module as a model uses it
+    rope = RotaryEmbedding(d, base, scaling=cfg("dynamic", float(s), L0))
+    cos, sin = rope.cos_sin(L)
+    inv = [want ** (-2 * i / d) for i in range(d // 2)]  # θ_i = base'^(-2i/d), float64
+    angles = torch.tensor([[m * th for th in inv] for m in range(L)], dtype=torch.float64)  # (L, d/2)
+    err = max(maxdiff(cos, torch.cos(angles)), maxdiff(sin, torch.sin(angles)))
+    tol = 1e-6 + 2e-7 * L  # float32 angles: rounding grows with the position m
+    assert err < tol, f"dynamic s={s} L={L}: cos/sin vs base' = {want:.2f} written out, max diff {err:.2e}"
+    got_inv, af = scaled_inv_freq(d, base, cfg("dynamic", float(s), L0), seq_len=L)
+    rel = maxdiff(got_inv / torch.tensor(inv, dtype=torch.float64), torch.ones(d // 2))
+    assert rel < 1e-6 and af == 1.0, f"dynamic s={s} L={L}: inv_freq vs base' {want:.2f}, max relative diff {rel:.2e}"
+    if L > L0:  # not vacuous: the neighbouring factor gives another table at this length
+        other = RotaryEmbedding(d, base, scaling=cfg("dynamic", 3.0, L0)).cos_sin(L)[0]
+        assert maxdiff(other, cos) > 100 * tol, f"s=3 and s={s} agree at L={L}: the check cannot tell factors apart"
+
+
+@pytest.mark.parametrize("L, offset", [(257, 0), (512, 0), (1000, 0), (4096, 0), (4096, 300)])
+def test_dynamic_factor_one_is_static_ntk_at_L_over_L0(L, offset):
+    # with s = 1 the bracket is L / L0: dynamic at length L is static ntk with factor L / L0
+    d, L0 = 32, 256
+    dyn = RotaryEmbedding(d, scaling=cfg("dynamic", 1.0, L0)).cos_sin(L - offset, offset)
+    ntk = RotaryEmbedding(d, scaling={"rope_type": "ntk", "factor": L / L0}).cos_sin(L - offset, offset)
+    err = max(maxdiff(dyn[0], ntk[0]), maxdiff(dyn[1], ntk[1]))
+    assert err == 0.0, f"dynamic s=1 vs ntk s={L / L0:g} at L={L}, offset={offset}: max diff {err:.2e}"
+    plain = RotaryEmbedding(d).cos_sin(L - offset, offset)[0]
+    assert maxdiff(dyn[0], plain) > 1e-2, f"dynamic s=1 at L={L} > L0 should not be plain RoPE"
+
+
+def test_scaling_validated_once(monkeypatch):
+    calls = []
+    real = pos_rope.check_scaling
+    monkeypatch.setattr(pos_rope, "check_scaling", lambda sc: calls.append(1) or real(sc))
+    rope = RotaryEmbedding(16, scaling=cfg("dynamic", 2.0, L0=8))
+    for T, off in ((4, 0), (20, 0), (30, 0), (5, 40), (100, 0)):  # new lengths beyond L0: table rebuilds
+        rope.cos_sin(T, off)
+    rope.to(torch.bfloat16)  # a cast rebuilds the tables too
+    assert len(calls) == 1, f"check_scaling ran {len(calls)} times for one module; it should run at construction only"
+
+
 @pytest.mark.parametrize("kind", (None,) + ROPE_TYPES)
 def test_relative_position_property_survives_scaling(kind):
     torch.manual_seed(0)
@@ -180,10 +242,13 @@ def test_tiny_lm_runs_beyond_training_length(kind):
     ({"rope_type": "yarn", "factor": 4.0}, "needs original_max_len"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}, "original_max_len here"),
     ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 4.0}, "high_freq_factor >"),
+    ({"rope_type": "linear", "factor": 2.0, "beta_fast": 32.0}, r"does not take \['beta_fast'\]"),
+    ({"rope_type": "dynamic", "factor": 2.0, "original_max_len": 64, "factr": 3.0}, r"does not take \['factr'\]"),
 ])
 def test_bad_scaling_raises(bad, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as e:
         RotaryEmbedding(16, scaling=bad)
+    assert "\n" not in str(e.value), f"the message should be one line: {str(e.value)!r}"
 
 
 def test_precompute_attention_factor():
