@@ -4,10 +4,9 @@ Per scheme and length T, batch 1, torch.no_grad, median of --repeats runs after 
 the schemes interleaved within every repetition so that a slow moment hits them all alike:
   * forward time of the whole tiny LM; the encoding alone (build the table or bias, apply
     it) against the attention itself (tiny_lm's attn_sdpa);
-  * peak memory of the whole-LM forward, beside the bytes the scheme builds for T positions
-    (ALiBi's bias H x T x T floats, RoPE's cos/sin 2 x T x D/2). CUDA: max_memory_allocated
-    above memory_allocated before. CPU: one plain subprocess per scheme runs the lengths in
-    increasing order and reports its peak resident set (ru_maxrss) above its baseline.
+  * peak memory of the whole-LM forward (one plain subprocess per scheme, lengths increasing:
+    CUDA max_memory_allocated, CPU peak resident set ru_maxrss, above the baseline), beside the
+    bytes the scheme builds for T positions (ALiBi's bias H x T x T, RoPE's cos/sin 2 x T x D/2).
 Two ratios, measured side by side in this process: training tokens/s of each scheme over a
 reference TinyLM(pos="none") (one F.scaled_dot_product_attention(is_causal=True) per layer);
 ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fast ALiBi
@@ -41,7 +40,6 @@ from pos_sin import sinusoidal_pe
 from tiny_lm import GPTConfig, TinyLM
 
 MiB = 2 ** 20
-HERE = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -64,20 +62,13 @@ class BenchConfig:
     device: str = "auto"
     threads: int = 0
     seed: int = 0
+    results: str = "results"  # the output folder
 
 
 # --quick: a tiny model and short lengths; a flag given on the command line still wins.
 QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats": 2, "warmup": 1,
          "train_len": 32, "train_batch": 4, "train_steps": 1, "train_repeats": 2, "eval_windows": 2,
-         "eval_repeats": 2}
-FLAGS = {  # BenchConfig field -> help of its command-line flag
-    "lengths": "comma-separated sequence lengths", "schemes": "comma-separated position schemes",
-    "repeats": "timed forward runs per case (median)", "warmup": "untimed runs before the timed ones",
-    "train_steps": "optimizer steps per timed training repetition",
-    "train_repeats": "timed repetitions of the training comparison (median)",
-    "eval_windows": "windows of the longest length in the ALiBi / RoPE evaluation",
-    "eval_repeats": "timed repetitions of that evaluation (median)",
-    "device": "auto (cuda, then cpu), or a torch device name", "threads": "torch intra-op threads (0: torch's default)"}
+         "eval_repeats": 2, "results": "runs/quick/benchmark"}
 
 
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
@@ -112,8 +103,7 @@ def interleaved(cases: dict, reps: int, warmup: int, device, bar) -> dict:
 def forward_times(cfg: BenchConfig, device, bar) -> dict:
     """(scheme, T) -> {"lm", "encoding", "attention"} median seconds, batch 1, no_grad."""
     models = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}
-    H, C = cfg.n_head, cfg.n_embd
-    D = C // H
+    H, C, D = cfg.n_head, cfg.n_embd, cfg.n_embd // cfg.n_head
     out = {}
     for T in cfg.lengths:
         gen = torch.Generator().manual_seed(cfg.seed + T)
@@ -177,20 +167,16 @@ def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
 
 
 def peak_memory(cfg: BenchConfig, device, bar) -> dict:
-    """(scheme, "forward T" | "eval") -> bytes; on CPU one plain subprocess per scheme."""
+    """(scheme, "forward T" | "eval") -> bytes, each scheme in a fresh plain subprocess."""
+    code = ("import sys, json, benchmark as b; c = b.BenchConfig(**json.loads(sys.argv[1])); b.torch.set_num_threads"
+            "(c.threads); print(json.dumps(b.scheme_memory(c, sys.argv[2], sys.argv[3])))")
     out = {}
     for s in cfg.schemes:
-        if device.type == "cpu":
-            code = ("import sys, json, benchmark as b; c = b.BenchConfig(**json.loads(sys.argv[1])); "
-                    "b.torch.set_num_threads(c.threads); print(json.dumps(b.scheme_memory(c, sys.argv[2], 'cpu')))")
-            r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s], cwd=HERE,
-                               capture_output=True, text=True)
-            if r.returncode:
-                raise RuntimeError(f"memory subprocess for {s} failed:\n{r.stderr[-2000:]}")
-            mem = json.loads(r.stdout.splitlines()[-1])
-        else:
-            mem = scheme_memory(cfg, s, device)
-        out.update({(s, what): b for what, b in mem.items()})
+        r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s, str(device)],
+                           cwd=Path(__file__).resolve().parent, capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(f"memory subprocess for {s} failed:\n{r.stderr[-2000:]}")
+        out.update({(s, what): b for what, b in json.loads(r.stdout.splitlines()[-1]).items()})
         bar.update()
     return out
 
@@ -200,8 +186,7 @@ def peak_memory(cfg: BenchConfig, device, bar) -> dict:
 def train_throughput(cfg: BenchConfig, device, bar) -> dict:
     """name -> training tokens/s (forward, backward, clip, AdamW step), the reference included."""
     models = {"reference": make_lm(cfg, "none"), **{s: make_lm(cfg, s) for s in cfg.schemes}}
-    gen = torch.Generator().manual_seed(cfg.seed)
-    ids = torch.randint(0, cfg.vocab_size, (cfg.train_batch, cfg.train_len + 1), generator=gen).to(device)
+    ids = random_ids(cfg, cfg.train_batch * (cfg.train_len + 1)).view(cfg.train_batch, -1).to(device)
     x, y = ids[:, :-1], ids[:, 1:]  # (B, T) each
     cases = {}
     for name, m in models.items():
@@ -216,9 +201,8 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
                 torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
                 opt.step()
         cases[name] = steps
-    medians = interleaved(cases, cfg.train_repeats, 1, device, bar)
     tokens = cfg.train_steps * cfg.train_batch * cfg.train_len
-    return {name: tokens / sec for name, sec in medians.items()}
+    return {name: tokens / sec for name, sec in interleaved(cases, cfg.train_repeats, 1, device, bar).items()}
 
 
 def eval_times(cfg: BenchConfig, device, bar) -> dict:
@@ -233,18 +217,17 @@ def eval_times(cfg: BenchConfig, device, bar) -> dict:
 # ----------------------------------------------------------------------------- report
 
 def machine_line(device) -> str:
-    where = (f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda"
-             else f"{device.type} ({platform.processor() or platform.machine()})")
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{where}; {os.cpu_count()} CPUs ({usable} usable by this process); torch {torch.__version__} "
-            f"with {torch.get_num_threads()} intra-op threads; Python {platform.python_version()}; "
+    return (f"{device.type} ({name}); {os.cpu_count()} CPUs ({usable} usable by this process); torch "
+            f"{torch.__version__} with {torch.get_num_threads()} intra-op threads; Python {platform.python_version()}; "
             f"{platform.system()} {platform.release()}")
 
 
-def md_table(cfg, cell) -> list:
-    """One row per scheme, one column per length; cell(scheme, T) -> text."""
-    lines = ["| scheme | " + " | ".join(f"T={T}" for T in cfg.lengths) + " |",
-             "|---|" + "---:|" * len(cfg.lengths)]
+def md_section(cfg, title: str, note: str, cell) -> list:
+    """"## title", the note if any, then one row per scheme and one column per length; cell(scheme, T) -> text."""
+    lines = ["", f"## {title}", ""] + ([note, ""] if note else [])
+    lines += ["| scheme | " + " | ".join(f"T={T}" for T in cfg.lengths) + " |", "|---|" + "---:|" * len(cfg.lengths)]
     return lines + ["| " + " | ".join([s] + [cell(s, T) for T in cfg.lengths]) + " |" for s in cfg.schemes]
 
 
@@ -253,34 +236,33 @@ def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
     Te, ref = max(cfg.lengths), tok_s["reference"]
 
     def enc_cell(s, T):
-        t = times[(s, T)]
-        enc = t.get("encoding")
-        return (f"- / {ms(t['attention'])}" if enc is None else
-                f"{ms(enc)} / {ms(t['attention'])} ({100 * enc / (enc + t['attention']):.0f}%)")
+        enc, att = times[(s, T)].get("encoding"), times[(s, T)]["attention"]
+        return f"- / {ms(att)}" if enc is None else f"{ms(enc)} / {ms(att)} ({100 * enc / (enc + att):.0f}%)"
 
+    def mem_cell(s, T):
+        measured = f"{memory[(s, f'forward {T}')] / MiB:,.1f}" if memory else "-"
+        return f"{measured} ({built[(s, T)] / MiB:,.2f})"
+
+    how = ("not measured (--no-memory, or no peak-memory counter on this device)" if not memory else
+           "torch.cuda.max_memory_allocated minus memory_allocated before" if device.type == "cuda" else
+           "one subprocess per scheme runs the lengths in increasing order; its peak resident set (ru_maxrss) "
+           "after each forward minus the same after the model and an 8-token warm-up forward")
     out = ["# Speed and memory of the position schemes", "",
            f"Machine: {machine_line(device)}.",
            f"Model: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} dims, vocabulary {cfg.vocab_size}. "
            f"Forward passes at batch 1 under torch.no_grad, median of {cfg.repeats} runs after {cfg.warmup} "
            f"warm-up, the schemes interleaved within every repetition.",
-           f"Command: `{' '.join(['python benchmark.py'] + argv)}`.", "",
-           "## Forward time of the whole tiny LM (ms)", ""]
-    out += md_table(cfg, lambda s, T: ms(times[(s, T)]["lm"]))
-    out += ["", "## The encoding alone against the attention (ms, encoding / attention)", "",
-            "Encoding: learned/sin = the T-row table, added; rope = build cos/sin, rotate q and k; alibi = build "
-            "the (H, T, T) bias with -inf on the hidden keys, once per forward as TinyLM does (the kernel adds it, "
-            "inside the attention column). Attention: attn_sdpa on (1, H, T, D) q, k, v, causal.", ""]
-    out += md_table(cfg, enc_cell)
-    out += ["", "## Peak memory of the whole-LM forward (MiB above the baseline; in brackets, MiB the encoding builds)",
-            ""]
-    how = ("not measured (--no-memory, or no peak-memory counter on this device)" if not memory else
-           "torch.cuda.max_memory_allocated minus memory_allocated before" if device.type == "cuda" else
-           "one subprocess per scheme runs the lengths in increasing order; its peak resident set (ru_maxrss) "
-           "after each forward minus the same after the model and an 8-token warm-up forward")
-    out += [f"Measured: {how}. Built: the float32 table or bias the scheme makes for T positions, from the "
-            "tensors themselves: learned and sin T x C, rope cos and sin 2 x T x D/2, alibi H x T x T.", ""]
-    mib = lambda s, T: f"{memory[(s, f'forward {T}')] / MiB:,.1f}" if memory else "-"
-    out += md_table(cfg, lambda s, T: f"{mib(s, T)} ({built[(s, T)] / MiB:,.2f})")
+           f"Command: `{' '.join(['python benchmark.py'] + argv)}`."]
+    out += md_section(cfg, "Forward time of the whole tiny LM (ms)", None, lambda s, T: ms(times[(s, T)]["lm"]))
+    out += md_section(
+        cfg, "The encoding alone against the attention (ms, encoding / attention)",
+        "Encoding: learned/sin = the T-row table, added; rope = build cos/sin, rotate q and k; alibi = build "
+        "the (H, T, T) bias with -inf on the hidden keys, once per forward as TinyLM does (the kernel adds it, "
+        "inside the attention column). Attention: attn_sdpa on (1, H, T, D) q, k, v, causal.", enc_cell)
+    out += md_section(
+        cfg, "Peak memory of the whole-LM forward (MiB above the baseline; in brackets, MiB the encoding builds)",
+        f"Measured: {how}. Built: the float32 table or bias the scheme makes for T positions, from the "
+        "tensors themselves: learned and sin T x C, rope cos and sin 2 x T x D/2, alibi H x T x T.", mem_cell)
     out += ["", "## Ratios", "",
             "Training throughput ratio vs the SDPA reference (tokens/s of the scheme / of the reference; "
             f"T={cfg.train_len}, batch {cfg.train_batch}, median of {cfg.train_repeats} x {cfg.train_steps} steps): "
@@ -326,61 +308,61 @@ def plot(cfg, times, memory, path: Path, device) -> None:
 
 # ----------------------------------------------------------------------------- CLI
 
-def parse_args(argv=None):
+def parse_args(argv=None) -> BenchConfig:
+    """BenchConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
-    for field, text in FLAGS.items():
-        default = getattr(BenchConfig, field)
+
+    def ints(text: str) -> tuple:  # "512,1024" -> (512, 1024)
+        return tuple(int(t) for t in text.split(","))
+
+    def flag(field: str, text: str, type=int):  # --field-name, None when not given
         quick = f"; with --quick {show(QUICK[field])}" if field in QUICK else ""
-        p.add_argument("--" + field.replace("_", "-"), type=int if type(default) is int else str,
-                       help=f"{text} (default {show(default)}{quick})")
+        p.add_argument("--" + field.replace("_", "-"), type=type,
+                       help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
+    flag("lengths", "comma-separated sequence lengths", type=ints)
+    flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
+    flag("repeats", "timed forward runs per case (median)")
+    flag("warmup", "untimed runs before the timed ones")
+    flag("train_steps", "optimizer steps per timed training repetition")
+    flag("train_repeats", "timed repetitions of the training comparison (median)")
+    flag("eval_windows", "windows of the longest length in the ALiBi / RoPE evaluation")
+    flag("eval_repeats", "timed repetitions of that evaluation (median)")
+    flag("device", "auto (cuda, then cpu), or a torch device name", type=str)
+    flag("threads", "torch intra-op threads (0: torch's default)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
-    p.add_argument("--results", "--out", dest="results",
-                   help="folder for benchmark.md and .png (default results/, or runs/quick/benchmark/ with --quick)")
+    p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/, "
+                                              "or runs/quick/benchmark/ with --quick)")
     p.add_argument("--quick", action="store_true", help="tiny model and lengths: a smoke test, not a result")
-    return p.parse_args(argv)
-
-
-def config_from_args(args) -> BenchConfig:
-    """BenchConfig(), then QUICK with --quick, then every flag that was given. ValueError if unusable."""
-    cfg = replace(BenchConfig(), **QUICK) if args.quick else BenchConfig()
-    given = {f: getattr(args, f) for f in FLAGS if getattr(args, f) is not None}
-    try:
-        given = {f: tuple(v.split(",")) if f == "schemes" else tuple(int(t) for t in v.split(",")) if f == "lengths"
-                 else v for f, v in given.items()}
-    except ValueError:
-        raise ValueError(f"--lengths must be comma-separated integers, got {args.lengths!r}") from None
-    cfg = replace(cfg, **given, memory=not args.no_memory)
+    a = p.parse_args(argv)
+    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick")}
+    cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **given, memory=not a.no_memory)
     if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or not {"rope", "alibi"} <= set(cfg.schemes):
-        raise ValueError(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
-                         f"(for the evaluation ratio); got {','.join(cfg.schemes)}")
+        p.error(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
+                f"(for the evaluation ratio); got {','.join(cfg.schemes)}")
     if min(cfg.lengths + (cfg.repeats, cfg.train_repeats, cfg.train_steps, cfg.eval_windows, cfg.eval_repeats)) < 1 \
             or cfg.warmup < 0:
-        raise ValueError("lengths, repeats, steps and windows must be positive, --warmup >= 0")
+        p.error("lengths, repeats, steps and windows must be positive, --warmup >= 0")
     return cfg
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
+    cfg = parse_args(argv)
     try:
-        cfg = config_from_args(args)
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
-    except ValueError as e:  # a bad --lengths, --schemes, count or device
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number
-    out = Path(args.results or ("runs/quick/benchmark" if args.quick else "results"))
-    out.mkdir(parents=True, exist_ok=True)
-
+    out = Path(cfg.results)
     do_memory = cfg.memory and device.type in ("cuda", "cpu") and sys.platform != "win32"
     t_start = time.perf_counter()
     print(f"benchmark: {machine_line(device)}", file=sys.stderr)
-    with tqdm(desc="benchmark", unit="run", dynamic_ncols=True, file=sys.stderr) as bar:
-        bar.set_description("memory")  # first, while nothing else of ours is running
-        memory = peak_memory(cfg, device, bar) if do_memory else {}
+    with tqdm(desc="memory", unit="run", dynamic_ncols=True, file=sys.stderr) as bar:
+        memory = peak_memory(cfg, device, bar) if do_memory else {}  # first, while nothing else of ours runs
         bar.set_description("forward")
         times = forward_times(cfg, device, bar)
         bar.set_description("training")

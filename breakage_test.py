@@ -38,7 +38,7 @@ IGNORE = -100  # a target TinyLM's loss skips (F.cross_entropy's default ignore_
 
 @dataclass
 class BreakConfig:
-    out: str = None                  # None: results/, or runs/quick/breakage/ with --quick
+    out: str = "results"             # the output folder
     seed: int = 0
     device: str = "auto"
     threads: int = 1                 # torch CPU threads; 0 = torch's default
@@ -69,7 +69,8 @@ class BreakConfig:
 
 
 # --quick: seconds, for tests. Not a result.
-QUICK = {"wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1, "lm_model": {"n_layer": 1, "n_head": 2, "n_embd": 16},
+QUICK = {"out": "runs/quick/breakage", "wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1,
+         "lm_model": {"n_layer": 1, "n_head": 2, "n_embd": 16},
          "lm_train": TrainConfig(seq_len=32, batch_size=4, steps=12, lr=3e-3, warmup=2, eval_every=6, eval_windows=4),
          "lm_train_chars": 50_000, "lm_ltr_chars": 64, "lm_sample_chars": 40}
 
@@ -191,9 +192,8 @@ def evaluate_twins(model: TinyLM, x: torch.Tensor, y: torch.Tensor, unseen: torc
 
 def word_order_cells(cfg: BreakConfig):
     """(label, GPTConfig overrides) for every cell, in report order."""
-    cells = [(f"{'causal' if causal else 'bidirectional'} / {pos}", {"pos": pos, "causal": causal,
-                                                                      "n_layer": cfg.wo_n_layer})
-             for causal in (True, False) for pos in cfg.wo_schemes]
+    cells = [(f"{mask} / {pos}", {"pos": pos, "causal": mask == "causal", "n_layer": cfg.wo_n_layer})
+             for mask in ("causal", "bidirectional") for pos in cfg.wo_schemes]
     if "none" in cfg.wo_schemes and cfg.wo_n_layer > 1:
         cells.append(("causal / none, 1 layer", {"pos": "none", "causal": True, "n_layer": 1}))
     return cells
@@ -219,23 +219,21 @@ def run_word_order(cfg: BreakConfig, device) -> dict:
             hist = train(model, None, None, word_order_train_config(cfg, seed), desc=f"seed {seed} {label}",
                          device=device, batches=answer_batches(x_tr, y_tr, cfg.wo_batch))
             ev = evaluate_twins(model, x_te, y_te, unseen, task, device)
-            ev.update(cell=label, **over, train_loss=hist["train_loss"][-1],
-                      wall_s=round(time.perf_counter() - t0, 1))
+            ev.update(cell=label, **over, train_loss=hist["train_loss"][-1], wall_s=round(time.perf_counter() - t0, 1))
             rows.append(ev)
             print(f"  {label:24s} acc {ev['acc']:.3f} (unseen pairs {_f(ev['acc_unseen_pairs'])})  same "
                   f"prediction for twins {ev['twins_same_prediction']:.3f}  {ev['wall_s']:.0f} s")
         runs.append({"seed": seed, "test_seed": test_seed, "heldout_pairs": sorted(sorted(p) for p in task.heldout),
                      "example": task.decode(x_te[0]) + f" -> {task.vocab[int(y_te[0])]}",
                      "twin": task.decode(x_te[1]) + f" -> {task.vocab[int(y_te[1])]}", "cells": rows})
-    summary = []  # per cell: means over the seeds, the largest twin difference, the summed time
-    for i, (label, over) in enumerate(word_order_cells(cfg)):
-        per = [r["cells"][i] for r in runs]
+    summary = []  # per cell, over the seeds: the means, the largest twin difference, the summed time
+    for per in zip(*(r["cells"] for r in runs)):  # one cell's row from every seed
         mean = {k: _mean([c[k] for c in per]) for k in ("acc", "acc_seen_pairs", "acc_unseen_pairs",
                                                         "acc_any_name", "twins_same_prediction", "train_loss")}
-        summary.append({"cell": label, **over, "n_test": per[0]["n_test"], "n_unseen": per[0]["n_unseen"], **mean,
-                        "acc_unseen_per_seed": [c["acc_unseen_pairs"] for c in per],
-                        "twins_max_logit_diff": max(c["twins_max_logit_diff"] for c in per),
-                        "wall_s": round(sum(c["wall_s"] for c in per), 1)})
+        summary.append({k: per[0][k] for k in ("cell", "pos", "causal", "n_layer", "n_test", "n_unseen")} | mean | {
+            "acc_unseen_per_seed": [c["acc_unseen_pairs"] for c in per],
+            "twins_max_logit_diff": max(c["twins_max_logit_diff"] for c in per),
+            "wall_s": round(sum(c["wall_s"] for c in per), 1)})
     return {"train_config": asdict(word_order_train_config(cfg, cfg.seed)), "names": list(task.names),
             "verbs": list(task.verbs), "n_train_sentences": int(x_tr.shape[0]), "n_heldout_pairs": len(task.heldout),
             "seeds": [r["seed"] for r in runs], "test_seeds": [r["test_seed"] for r in runs],
@@ -309,22 +307,24 @@ def run_char_lm(cfg: BreakConfig, device) -> dict:
             rows.append(row)
             print(f"  {label:20s} train {row['train_loss']:.3f}  val: teacher-forced "
                   f"{row['val_loss_teacher_forced']:.3f}, left to right {ltr:.3f} nats/char  {row['wall_s']:.0f} s")
-    return {"train_config": asdict(tc), "model": cfg.lm_model, "n_train_chars": len(train_text), "n_val_chars": len(val_text), "vocab_size": len(vocab),
+    return {"train_config": asdict(tc), "model": cfg.lm_model, "n_train_chars": len(train_text),
+            "n_val_chars": len(val_text), "vocab_size": len(vocab),
             "corpus": tiny_lm.corpus_fingerprint(train_text + val_text), "cells": rows}
 
 
 # ----------------------------------------------------------------------------- report
 
-def _bars(ax, labels, series: dict, ylabel: str, title: str) -> None:
-    """Grouped bars: one group per label, one bar per series (None drawn as 0)."""
+def _bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
+    """Grouped bars from 0 to top: one group per cell, one bar per series {legend name: key} (None drawn as 0)."""
     w = 0.8 / len(series)
-    for i, (name, vals) in enumerate(series.items()):
-        ax.bar([x + (i - (len(series) - 1) / 2) * w for x in range(len(labels))], [v or 0 for v in vals], w,
+    for i, (name, key) in enumerate(series.items()):
+        ax.bar([x + (i - (len(series) - 1) / 2) * w for x in range(len(cells))], [c[key] or 0 for c in cells], w,
                label=name)
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels([t.replace(" / ", "\n").replace(", ", "\n") for t in labels], fontsize=8)
-    ax.set_ylabel(ylabel)
+    labels = [c["cell"].replace("bidirectional", "bidir.").replace(" / ", "\n").replace(", ", "\n") for c in cells]
+    ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    ax.set(ylabel=ylabel, ylim=(0, top))
     ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, **legend)
 
 
 def make_plot(res: dict, path: Path) -> None:
@@ -333,20 +333,16 @@ def make_plot(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
-    wo, lm = res["word_order"]["cells"], res["char_lm"]["cells"]
-    _bars(a1, [c["cell"].replace("bidirectional", "bidir.") for c in wo],
-          {"seen name pairs": [c["acc_seen_pairs"] for c in wo], "unseen name pairs": [c["acc_unseen_pairs"] for c in wo]},
-          "test accuracy: who is the agent?",
-          f"1. Word order 'A verb B ?' -> A, mean over seeds {', '.join(map(str, res['word_order']['seeds']))}")
+    wo, lm = res["word_order"], res["char_lm"]["cells"]
     a1.axhline(0.5, color="k", ls="--", lw=1, label="chance (order-blind)")
-    a1.set_ylim(0, 1.05)
-    a1.legend(fontsize=8, loc="lower right")
-    _bars(a2, [c["cell"] for c in lm], {"train": [c["train_loss"] for c in lm],
-                                        "val, teacher-forced": [c["val_loss_teacher_forced"] for c in lm],
-                                        "val, left to right": [c["val_loss_left_to_right"] for c in lm]},
-          "loss (nats/char)", "2. Char LM: causal mask x position")
-    a2.set_ylim(0, 1.3 * max(c["val_loss_left_to_right"] for c in lm))  # room for the legend
-    a2.legend(fontsize=8, loc="upper left", ncol=2)
+    _bars(a1, wo["cells"], {"seen name pairs": "acc_seen_pairs", "unseen name pairs": "acc_unseen_pairs"},
+          "test accuracy: who is the agent?",
+          f"1. Word order 'A verb B ?' -> A, mean over seeds {', '.join(map(str, wo['seeds']))}", 1.05,
+          loc="lower right")
+    _bars(a2, lm, {"train": "train_loss", "val, teacher-forced": "val_loss_teacher_forced",
+                   "val, left to right": "val_loss_left_to_right"}, "loss (nats/char)",
+          "2. Char LM: causal mask x position",
+          1.3 * max(c["val_loss_left_to_right"] for c in lm), loc="upper left", ncol=2)  # room for the legend
     fig.tight_layout()
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
@@ -387,71 +383,62 @@ def make_markdown(res: dict) -> str:
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv=None) -> BreakConfig:
+    """BreakConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
     d = BreakConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=None, help="folder for breakage.md, breakage.json, breakage.png "
-                                               "(default results/, or runs/quick/breakage/ with --quick)")
-    p.add_argument("--seed", type=int, default=d.seed,
-                   help="seed for initialisation, batches and the held-out name pairs "
-                        "(the word-order test set uses seed + 1000003)")
-    p.add_argument("--device", default=d.device, help="auto (cuda, then mps, then cpu), or a torch device name")
-    p.add_argument("--threads", type=int, default=d.threads,
-                   help="torch CPU threads (0 = torch's default); the matrices are small, so more threads "
-                        "mostly add overhead")
+    p.add_argument("--out", help="folder for breakage.md, breakage.json, breakage.png "
+                                 "(default results/, or runs/quick/breakage/ with --quick)")
+    p.add_argument("--seed", type=int, help="seed for initialisation, batches and the held-out name pairs "
+                                            "(the word-order test set uses seed + 1000003)")
+    p.add_argument("--device", help="auto (cuda, then mps, then cpu), or a torch device name")
+    p.add_argument("--threads", type=int, help="torch CPU threads (0 = torch's default); the matrices are small, "
+                                               "so more threads mostly add overhead")
     p.add_argument("--quick", action="store_true", help="tiny models and a few steps: a smoke test, not a result")
-    p.add_argument("--wo-schemes", default=",".join(d.wo_schemes),
+    p.add_argument("--wo-schemes", type=lambda v: tuple(s for s in v.split(",") if s),
                    help=f"position schemes for the word-order task, each trained causal and bidirectional "
                         f"(known: {','.join(tiny_lm.SCHEMES)})")
     for name, what in (("wo_steps", "training steps per word-order model"),
                        ("wo_test_pairs", "swapped-twin test pairs, 2 sentences each"),
                        ("wo_seeds", "word-order seeds, from --seed up")):
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=None,
+        p.add_argument("--" + name.replace("_", "-"), type=int,
                        help=f"{what} (default {getattr(d, name)}, {QUICK[name]} with --quick)")
-    p.add_argument("--lm-steps", type=int, default=None, help=f"training steps per char LM (default "
+    p.add_argument("--lm-steps", type=int, help=f"training steps per char LM (default "
                    f"{d.lm_train.steps}, {QUICK['lm_train'].steps} with --quick)")
-    p.add_argument("--wo-names", type=int, default=d.wo_names, help=f"number of names (3..{len(NAMES)})")
-    p.add_argument("--wo-verbs", type=int, default=d.wo_verbs, help=f"number of verbs (1..{len(VERBS)})")
-    p.add_argument("--lm-pos", default=d.lm_pos, choices=[s for s in tiny_lm.SCHEMES if s != "none"],
+    p.add_argument("--wo-names", type=int, help=f"number of names (3..{len(NAMES)})")
+    p.add_argument("--wo-verbs", type=int, help=f"number of verbs (1..{len(VERBS)})")
+    p.add_argument("--lm-pos", choices=[s for s in tiny_lm.SCHEMES if s != "none"],
                    help="the position scheme of the char-LM 2x2 (the other column is none)")
-    p.add_argument("--corpus", default=None, help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
-    a = p.parse_args(argv)
-    schemes = tuple(s for s in a.wo_schemes.split(",") if s)
-    bad = [s for s in schemes if s not in tiny_lm.SCHEMES]
-    if bad or not schemes:
+    p.add_argument("--corpus", help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
+    a = vars(p.parse_args(argv))
+    lm_steps = a.pop("lm_steps")  # a field of lm_train
+    cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
+    if lm_steps is not None:
+        cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
+    bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]
+    if bad or not cfg.wo_schemes:
         p.error(f"unknown word-order scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")
-    if min(v for v in (a.wo_steps, a.wo_test_pairs, a.wo_seeds, a.lm_steps, a.threads + 1) if v is not None) < 1:
+    if min(cfg.wo_steps, cfg.wo_test_pairs, cfg.wo_seeds, cfg.lm_train.steps) < 1 or cfg.threads < 0:
         p.error("--wo-steps, --wo-test-pairs, --wo-seeds and --lm-steps must be positive, --threads >= 0")
-    cfg = BreakConfig(out=a.out or ("runs/quick/breakage" if a.quick else "results"), seed=a.seed, device=a.device,
-                      threads=a.threads, quick=a.quick, wo_schemes=schemes, wo_names=a.wo_names,
-                      wo_verbs=a.wo_verbs, lm_pos=a.lm_pos, corpus=a.corpus)
-    if a.quick:
-        cfg = replace(cfg, **QUICK)
-    if a.lm_steps is not None:
-        cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=a.lm_steps))
-    return replace(cfg, **{k: getattr(a, k) for k in ("wo_steps", "wo_test_pairs", "wo_seeds")
-                           if getattr(a, k) is not None})
+    return cfg
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
-    try:
-        device = tiny_lm.pick_device(cfg.device)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     t0 = time.perf_counter()
-    try:
+    try:  # a bad --device, corpus or word-order size
+        device = tiny_lm.pick_device(cfg.device)
         word_order = run_word_order(cfg, device)
         char_lm = run_char_lm(cfg, device)
     except (CorpusError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    res = {"command": "python " + " ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
-           "config": asdict(cfg), "device": str(device), "torch": torch.__version__,
-           "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order, "char_lm": char_lm}
+    res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
+           "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
+           "char_lm": char_lm}
     tiny_lm.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
     tiny_lm.atomic_write_text(out / "breakage.md", make_markdown(res))
     make_plot(res, out / "breakage.png")

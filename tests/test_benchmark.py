@@ -149,13 +149,15 @@ def test_benchmark_quick_writes_report(tmp_path, monkeypatch):
 
 
 def test_benchmark_flags_override_quick():
-    """Every flag given wins over the --quick preset; the rest of the preset stays."""
-    cfg = benchmark.config_from_args(benchmark.parse_args(
+    """Every flag given wins over the --quick preset; the rest of the preset stays; bad values exit 2."""
+    cfg = benchmark.parse_args(
         ["--quick", "--lengths", "8,24", "--repeats", "3", "--warmup", "0", "--train-steps", "2",
-         "--train-repeats", "4", "--eval-windows", "5", "--eval-repeats", "6", "--schemes", "rope,alibi"]))
+         "--train-repeats", "4", "--eval-windows", "5", "--eval-repeats", "6", "--schemes", "rope,alibi"])
     assert (cfg.lengths, cfg.repeats, cfg.warmup, cfg.train_steps, cfg.train_repeats, cfg.eval_windows,
             cfg.eval_repeats, cfg.schemes) == ((8, 24), 3, 0, 2, 4, 5, 6, ("rope", "alibi")), cfg
     assert cfg.n_embd == benchmark.QUICK["n_embd"], "the rest of --quick's preset was lost"
+    assert cfg.results == "runs/quick/benchmark" and benchmark.parse_args(["--quick", "--out", "x"]).results == "x"
     for bad in (["--lengths", "a,b"], ["--schemes", "rope"], ["--repeats", "0"]):
-        with pytest.raises(ValueError):
-            benchmark.config_from_args(benchmark.parse_args(["--quick", *bad]))
+        with pytest.raises(SystemExit) as e:
+            benchmark.parse_args(["--quick", *bad])
+        assert e.value.code == 2, bad
