@@ -2,16 +2,15 @@
 
 Per scheme and length T, batch 1, torch.no_grad, median of --repeats runs after --warmup,
 the schemes interleaved within every repetition so that a slow moment hits them all alike:
-  * forward time of the whole tiny LM; the encoding alone (build the table or bias, apply
-    it) against the attention itself (tiny_lm's attn_sdpa);
+  * forward time of the whole tiny LM;
   * peak memory of the whole-LM forward (one plain subprocess per scheme, lengths increasing:
     CUDA max_memory_allocated, CPU peak resident set ru_maxrss, above the baseline), beside the
     bytes the scheme builds for T positions (ALiBi's bias H x T x T, RoPE's cos/sin 2 x T x D/2).
 Two ratios, measured side by side in this process: training tokens/s of each scheme over a
 reference TinyLM(pos="none") (one F.scaled_dot_product_attention(is_causal=True) per layer);
 ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fast ALiBi
-path keeps the formula's numbers is tests/test_benchmark.py's job, not this script's.
-Writes <results>/benchmark.md and benchmark.png (atomically) and prints the tables.
+path keeps the formula's numbers is tests/test_benchmark.py's job, not this script's. Writes
+<results>/benchmark.md and benchmark.png (atomically) and prints the tables.
 
 Where this differs from the tutorial's run_benchmark: medians after a warm-up instead of one
 cold call, the peak-memory counter reset for every case, and memory measured on CPU too.
@@ -34,9 +33,6 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from attn_common import attn_sdpa
-from pos_rope import apply_rope, precompute_freqs
-from pos_sin import sinusoidal_pe
 from tiny_lm import GPTConfig, TinyLM
 
 MiB = 2 ** 20
@@ -101,31 +97,14 @@ def interleaved(cases: dict, reps: int, warmup: int, device, bar) -> dict:
 
 
 def forward_times(cfg: BenchConfig, device, bar) -> dict:
-    """(scheme, T) -> {"lm", "encoding", "attention"} median seconds, batch 1, no_grad."""
+    """(scheme, T) -> median seconds of one whole-LM forward, batch 1, no_grad."""
     models = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}
-    H, C, D = cfg.n_head, cfg.n_embd, cfg.n_embd // cfg.n_head
     out = {}
     for T in cfg.lengths:
-        gen = torch.Generator().manual_seed(cfg.seed + T)
-        idx = torch.randint(0, cfg.vocab_size, (1, T), generator=gen).to(device)  # (1, T)
-        x = torch.randn(1, T, C, generator=gen).to(device)                          # (1, T, C)
-        q, k, v = (torch.randn(1, H, T, D, generator=gen).to(device) for _ in range(3))  # (1, H, T, D)
-        cases = {}
-        for s, m in models.items():
-            bias = m.alibi(T, T) if s == "alibi" else None  # (H, T, T), causal mask included
-            cases[(s, "lm")] = lambda m=m: m(idx)
-            cases[(s, "attention")] = lambda bias=bias: attn_sdpa(q, k, v, score_bias=bias, causal=True)
-            encoding = {  # build the table or bias for T positions and apply it
-                "learned": lambda m=m: x + m.learned(T),
-                "sin": lambda: x + sinusoidal_pe(T, C, device=device),
-                "rope": lambda: [apply_rope(t, *precompute_freqs(D, T, device=device)) for t in (q, k)],
-                "alibi": lambda m=m: m.alibi(T, T),  # added to the scores inside the kernel
-            }.get(s)
-            if encoding is not None:
-                cases[(s, "encoding")] = encoding
+        idx = random_ids(replace(cfg, seed=cfg.seed + T), T).view(1, T).to(device)  # (1, T), its own seed per T
+        cases = {s: (lambda m=m: m(idx)) for s, m in models.items()}
         with torch.no_grad():
-            for (s, what), sec in interleaved(cases, cfg.repeats, cfg.warmup, device, bar).items():
-                out.setdefault((s, T), {})[what] = sec
+            out.update({(s, T): sec for s, sec in interleaved(cases, cfg.repeats, cfg.warmup, device, bar).items()})
     return out
 
 
@@ -235,10 +214,6 @@ def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
     ms = lambda sec: f"{sec * 1e3:,.1f}" if sec >= 0.01 else f"{sec * 1e3:.2f}"
     Te, ref = max(cfg.lengths), tok_s["reference"]
 
-    def enc_cell(s, T):
-        enc, att = times[(s, T)].get("encoding"), times[(s, T)]["attention"]
-        return f"- / {ms(att)}" if enc is None else f"{ms(enc)} / {ms(att)} ({100 * enc / (enc + att):.0f}%)"
-
     def mem_cell(s, T):
         measured = f"{memory[(s, f'forward {T}')] / MiB:,.1f}" if memory else "-"
         return f"{measured} ({built[(s, T)] / MiB:,.2f})"
@@ -253,12 +228,7 @@ def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
            f"Forward passes at batch 1 under torch.no_grad, median of {cfg.repeats} runs after {cfg.warmup} "
            f"warm-up, the schemes interleaved within every repetition.",
            f"Command: `{' '.join(['python benchmark.py'] + argv)}`."]
-    out += md_section(cfg, "Forward time of the whole tiny LM (ms)", None, lambda s, T: ms(times[(s, T)]["lm"]))
-    out += md_section(
-        cfg, "The encoding alone against the attention (ms, encoding / attention)",
-        "Encoding: learned/sin = the T-row table, added; rope = build cos/sin, rotate q and k; alibi = build "
-        "the (H, T, T) bias with -inf on the hidden keys, once per forward as TinyLM does (the kernel adds it, "
-        "inside the attention column). Attention: attn_sdpa on (1, H, T, D) q, k, v, causal.", enc_cell)
+    out += md_section(cfg, "Forward time of the whole tiny LM (ms)", None, lambda s, T: ms(times[(s, T)]))
     out += md_section(
         cfg, "Peak memory of the whole-LM forward (MiB above the baseline; in brackets, MiB the encoding builds)",
         f"Measured: {how}. Built: the float32 table or bias the scheme makes for T positions, from the "
@@ -287,7 +257,7 @@ def plot(cfg, times, memory, path: Path, device) -> None:
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.5))
     L = list(cfg.lengths)
     for s in cfg.schemes:
-        ax_t.plot(L, [times[(s, T)]["lm"] * 1e3 for T in L], marker="o", label=s)
+        ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], marker="o", label=s)
         if memory:
             ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], marker="o", label=s)
     ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
@@ -313,14 +283,11 @@ def parse_args(argv=None) -> BenchConfig:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
 
-    def ints(text: str) -> tuple:  # "512,1024" -> (512, 1024)
-        return tuple(int(t) for t in text.split(","))
-
     def flag(field: str, text: str, type=int):  # --field-name, None when not given
         quick = f"; with --quick {show(QUICK[field])}" if field in QUICK else ""
         p.add_argument("--" + field.replace("_", "-"), type=type,
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
-    flag("lengths", "comma-separated sequence lengths", type=ints)
+    flag("lengths", "comma-separated sequence lengths", type=lambda v: tuple(int(t) for t in v.split(",")))
     flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
     flag("repeats", "timed forward runs per case (median)")
     flag("warmup", "untimed runs before the timed ones")
