@@ -64,6 +64,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/recipe, runs/quick/recipe with --quick)")
     p.add_argument("--results", default=None, help="where the CSV and markdown go "
                                                    "(default results/, or <out>/results with --quick)")
+    p.add_argument("--main-dir", default="runs/main", help="train_compare.py's checkpoints: the baseline reuses "
+                                                           "one whose model and training settings match ('' to retrain)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); results are "
                                                          "bit-identical only at the same thread count")
     p.add_argument("--quick", action="store_true", help="smoke run: the tiny QUICK_MODEL and QUICK_TRAIN of "
@@ -76,13 +78,18 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     path = out / knob / f"{scheme}.pt"
     model_over, train_over = KNOBS[knob]
     tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
-    if path.exists():
-        model, ck = tiny_lm.load_checkpoint(path, device, make_with="python recipe_ablation.py")
-        if ck["extra"].get("train_config") != asdict(tc):
-            raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
-        print(f"{knob}/{scheme}: reusing {path}")
-        return model, ck
     kw = {"vocab_size": len(vocab), "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}
+    main_path = Path(args.main_dir) / f"{scheme}.pt"
+    # the baseline is train_compare.py's own run: reuse its checkpoint when every setting matches
+    for p in [path] + ([main_path] if knob == "baseline" and args.main_dir and main_path.exists() else []):
+        if not p.exists():
+            continue
+        model, ck = tiny_lm.load_checkpoint(p, device, make_with="python recipe_ablation.py")
+        if ck["extra"].get("train_config") == asdict(tc) and ck["config"] == asdict(GPTConfig(**kw)):
+            print(f"{knob}/{scheme}: reusing {p}")
+            return model, ck
+        if p == path:
+            raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
     torch.manual_seed(args.seed)
     model = TinyLM(GPTConfig(**kw))
     t0 = time.perf_counter()
@@ -94,6 +101,8 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.quick and args.main_dir == "runs/main":
+        args.main_dir = "runs/quick"
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     knobs, schemes = args.knobs.split(","), args.schemes.split(",")

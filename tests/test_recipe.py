@@ -1,0 +1,86 @@
+"""The recipe knobs of recipe_ablation.py do what their names say, and nothing else."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import recipe_ablation
+from tiny_lm import GPTConfig, TinyLM
+from train_compare import TrainConfig, make_optimizer
+
+ROOT = Path(__file__).resolve().parent.parent
+C, L = 64, 3
+
+
+def model(**kw) -> TinyLM:
+    torch.manual_seed(0)
+    return TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos="none", **kw))
+
+
+def std_close(t: torch.Tensor, want: float, what: str, rel: float = 0.1) -> None:
+    got = t.detach().std().item()
+    assert abs(got / want - 1) < rel, f"{what}: std {got:.4f}, want {want:.4f} (within {rel:.0%})"
+
+
+@pytest.mark.parametrize("qkv_init, want", [("unit", C ** -0.5), ("gpt2", 0.02)])
+def test_qkv_init(qkv_init, want):
+    m = model(qkv_init=qkv_init)
+    for i, blk in enumerate(m.blocks):
+        std_close(blk.attn.qkv.weight, want, f"block {i} qkv ({qkv_init})")
+
+
+@pytest.mark.parametrize("resid_init, want", [("scaled", 0.02 / math.sqrt(2 * L)), ("plain", 0.02)])
+def test_residual_projection_init(resid_init, want):
+    m = model(resid_init=resid_init)
+    for i, blk in enumerate(m.blocks):
+        std_close(blk.attn.out.weight, want, f"block {i} attn.out ({resid_init})")
+        std_close(blk.mlp.proj.weight, want, f"block {i} mlp.proj ({resid_init})")
+
+
+@pytest.mark.parametrize("emb_scale", [True, False])
+def test_embedding_scale(emb_scale):
+    """With emb_scale the first block reads tok_emb(idx) * sqrt(C) (table std C^-0.5), else tok_emb(idx) (std 0.02)."""
+    m = model(emb_scale=emb_scale)
+    std_close(m.tok_emb.weight, C ** -0.5 if emb_scale else 0.02, "token table")
+    seen = {}
+    m.blocks[0].register_forward_pre_hook(lambda mod, args: seen.update(x=args[0]))  # returns None: input unchanged
+    idx = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(1))
+    m(idx)
+    want = m.tok_emb(idx) * (math.sqrt(C) if emb_scale else 1.0)
+    err = (seen["x"] - want).abs().max().item()
+    assert err < 1e-6, f"emb_scale={emb_scale}: first block input vs tok_emb(idx) scaled, max diff {err:.2e}"
+
+
+def test_tied_head_shares_the_table():
+    m = model(tie_weights=True)
+    assert m.head.weight is m.tok_emb.weight, "tie_weights=True must make the head the token table"
+    assert model().head.weight is not model().tok_emb.weight
+
+
+@pytest.mark.parametrize("decay_embeddings", [False, True])
+def test_weight_decay_groups(decay_embeddings):
+    m = model()
+    opt = make_optimizer(m, TrainConfig(decay_embeddings=decay_embeddings))
+    decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+    assert (id(m.tok_emb.weight) in decayed) == decay_embeddings, f"token table decay with decay_embeddings={decay_embeddings}"
+    assert id(m.blocks[0].attn.qkv.weight) in decayed, "Linear weights are always decayed"
+    assert id(m.ln_f.weight) not in decayed, "LayerNorm weights are never decayed"
+
+
+def test_every_knob_changes_only_its_own_settings():
+    base_model, base_train = GPTConfig(vocab_size=50), TrainConfig()
+    for knob, (model_over, train_over) in recipe_ablation.KNOBS.items():
+        cfg, tc = GPTConfig(vocab_size=50, **model_over), TrainConfig(**train_over)
+        changed = {k for k, v in vars(cfg).items() if vars(base_model)[k] != v}
+        changed |= {k for k, v in vars(tc).items() if vars(base_train)[k] != v}
+        assert changed == set(model_over) | set(train_over), f"{knob} changes {changed}"
+        assert (knob == "baseline") == (not changed), f"{knob}: only the baseline changes nothing"
+
+
+def test_unknown_knob_is_one_line_error():
+    r = subprocess.run([sys.executable, "recipe_ablation.py", "--knobs", "baseline,warp_speed"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "warp_speed" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
