@@ -20,7 +20,7 @@ windows, 65,536 characters by default) at the training length and at 4096. Write
 <results>/recipe_ablation.csv and .md. Checkpoints go to runs/recipe/<knob>/<scheme>.pt; a run
 whose checkpoint exists is reused, so an interrupted ablation continues where it stopped.
 
-    python recipe_ablation.py                                  # rope and alibi under every knob (~50 min)
+    python recipe_ablation.py                                  # rope and alibi under every knob (README: wall time)
     python recipe_ablation.py --knobs baseline --schemes sin,learned
     python recipe_ablation.py --quick                          # smoke run, writes under runs/quick/
 """
