@@ -17,7 +17,8 @@ Conventions:
   * Angles are float32 whatever the model's dtype; only the result is cast to x's dtype.
   * `offset` is the position of the first row: cached decoding turns token 300 by 300 θ_i.
 
-Plain RoPE first, complete on its own, then "context extension". Imports only torch and math.
+Plain RoPE first, complete on its own; then two options (partial_rotary_factor, p-RoPE's rope_p) and
+"context extension" (scalings; a Hugging Face rope_scaling block goes in as it is). Imports only torch and math.
 """
 import math
 
@@ -88,47 +89,51 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 class RotaryEmbedding(nn.Module):
     """Holds the cos/sin tables; forward(q, k, offset) rotates q and k of shape (B, H, T, D).
 
-    cos_sin(T, offset): the float32 (T, D/2) tables for positions offset .. offset+T-1, grown on
-    demand; persistent=False buffers, as they are a pure function of head_dim, base and scaling."""
+    cos_sin(T, offset): the float32 (T, r/2) tables for positions offset .. offset+T-1 (r = rot_dim,
+    the dims that turn), grown on demand; persistent=False buffers: a pure function of the arguments."""
 
     def __init__(self, head_dim: int, base: float = 10000.0, pairing: str = "adjacent",
-                 init_len: int = 256, scaling: dict = None):
+                 init_len: int = 256, scaling: dict = None, partial_rotary_factor: float = 1.0, rope_p: float = 1.0):
         super().__init__()
         if pairing not in PAIRINGS:
             raise ValueError(f"unknown RoPE pairing {pairing!r}; use one of {PAIRINGS}")
-        self.head_dim, self.base, self.pairing = head_dim, base, pairing
+        self.head_dim, self.base, self.pairing, self.rope_p = head_dim, base, pairing, rope_p
+        # an argument, not a scaling key: HF keeps partial_rotary_factor in the model config, not in rope_scaling
+        self.rot_dim = rotary_dim(head_dim, partial_rotary_factor, rope_p)
         self.scaling = None if scaling is None else check_scaling(scaling)  # defaults filled in
         inv_freq, self.attention_factor = self._inv_freq()
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        cos, sin = precompute_freqs(head_dim, init_len, inv_freq=inv_freq, attention_factor=self.attention_factor)
+        cos, sin = precompute_freqs(self.rot_dim, init_len, inv_freq=inv_freq, attention_factor=self.attention_factor)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
         sc = self.scaling or {}  # dynamic NTK: a total length offset + T above L0 gets its own table
         self.dynamic_from = sc["original_max_len"] if sc.get("rope_type") == "dynamic" else None
         self.dyn_len = None  # the total length the dyn_cos/dyn_sin tables were built for
-        self.register_buffer("dyn_cos", torch.empty(0, head_dim // 2), persistent=False)
-        self.register_buffer("dyn_sin", torch.empty(0, head_dim // 2), persistent=False)
+        self.register_buffer("dyn_cos", torch.empty(0, self.rot_dim // 2), persistent=False)
+        self.register_buffer("dyn_sin", torch.empty(0, self.rot_dim // 2), persistent=False)
 
     def _inv_freq(self, seq_len: int = None):
-        """(inv_freq (D/2,) float32, attention_factor); seq_len, the total length, matters only for dynamic."""
-        if self.scaling is None:
-            return rope_inv_freq(self.head_dim, self.base), 1.0
-        return _scaled_inv_freq(self.head_dim, self.base, self.scaling, seq_len)
+        """(inv_freq (r/2,) float32, attention_factor); seq_len, the total length, matters only for dynamic."""
+        if self.scaling is None or self.rot_dim == 0:
+            inv, factor = rope_inv_freq(self.rot_dim, self.base), 1.0
+        else:
+            inv, factor = _scaled_inv_freq(self.rot_dim, self.base, self.scaling, seq_len)
+        return p_rope_inv_freq(inv, self.rope_p), factor
 
     def cos_sin(self, T: int, offset: int = 0):
         need = offset + T
         if self.dynamic_from is not None and need > self.dynamic_from:
             if need != self.dyn_len:  # the base depends on the length: rebuild for this one
                 inv, _ = self._inv_freq(seq_len=need)
-                self.dyn_cos, self.dyn_sin = precompute_freqs(self.head_dim, need, inv_freq=inv,
+                self.dyn_cos, self.dyn_sin = precompute_freqs(self.rot_dim, need, inv_freq=inv,
                                                               device=self.inv_freq.device)
                 self.dyn_len = need
-            return self.dyn_cos[offset:need], self.dyn_sin[offset:need]  # (T, D/2) each
+            return self.dyn_cos[offset:need], self.dyn_sin[offset:need]  # (T, r/2) each
         if need > self.cos.shape[0]:
             grown = max(need, 2 * self.cos.shape[0])
-            self.cos, self.sin = precompute_freqs(self.head_dim, grown, inv_freq=self.inv_freq,
+            self.cos, self.sin = precompute_freqs(self.rot_dim, grown, inv_freq=self.inv_freq,
                                                   device=self.inv_freq.device, attention_factor=self.attention_factor)
-        return self.cos[offset:need], self.sin[offset:need]  # (T, D/2) each
+        return self.cos[offset:need], self.sin[offset:need]  # (T, r/2) each
 
     def _apply(self, fn, *args, **kwargs):
         # Module.to(dtype), .half(), .bfloat16() cast every floating buffer, but the angles must stay
@@ -137,24 +142,67 @@ class RotaryEmbedding(nn.Module):
         if self.inv_freq.dtype != torch.float32:
             device = self.inv_freq.device
             self.inv_freq = self._inv_freq()[0].to(device)
-            self.cos, self.sin = precompute_freqs(self.head_dim, self.cos.shape[0], inv_freq=self.inv_freq,
+            self.cos, self.sin = precompute_freqs(self.rot_dim, self.cos.shape[0], inv_freq=self.inv_freq,
                                                   device=device, attention_factor=self.attention_factor)
-            self.dyn_cos = self.dyn_sin = torch.empty(0, self.head_dim // 2, device=device)
+            self.dyn_cos = self.dyn_sin = torch.empty(0, self.rot_dim // 2, device=device)
             self.dyn_len = None
         return self
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
+        if q.shape[-1] != self.head_dim:
+            raise ValueError(f"q has head dim {q.shape[-1]}, but this RotaryEmbedding was built for {self.head_dim}")
         cos, sin = self.cos_sin(q.shape[-2], offset)
-        return apply_rope(q, cos, sin, self.pairing), apply_rope(k, cos, sin, self.pairing)
+        return tuple(apply_partial_rope(x, cos, sin, self.rot_dim, self.pairing) for x in (q, k))
+
+
+# ---- options: rotate only part of each head ----------------------------------------------
+# Both leave channels of a head without position, exactly: dims past r are never touched, and a
+# pair with θ = 0 has cos 1 and sin 0.
+#   partial_rotary_factor f (Hugging Face's name; GPT-NeoX and Pythia 0.25, Phi-2 0.4): the first
+#     r = int(f D) dims turn as an r-dim RoPE, θ_i = base^(-2i/r), scalings with d = r; "half" pairs
+#     i with i + r/2 inside them. As in HF (q_rot / q_pass), yarn's attention factor scales those only.
+#   rope_p = p (p-RoPE: Barbero et al. 2025, "Round and Round We Go! What makes Rotary Positional
+#     Encodings useful?", ICLR): of the r/2 pairs, the fastest floor(p r/2) keep θ_i, the rest get 0.
+
+def rotary_dim(head_dim: int, partial_rotary_factor: float = 1.0, rope_p: float = 1.0) -> int:
+    """r = int(head_dim * partial_rotary_factor), the dims that turn, once both options are checked."""
+    for name, v in (("partial_rotary_factor", partial_rotary_factor), ("rope_p", rope_p)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+            raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+    r = int(head_dim * partial_rotary_factor)  # int() rounds down, as in HF
+    if partial_rotary_factor > 0 and (r < 2 or r % 2):
+        raise ValueError(f"RoPE turns pairs of dims, so the rotated dim must be even and >= 2; got "
+                         f"int(head dim {head_dim} * partial_rotary_factor {partial_rotary_factor}) = {r}")
+    return r
+
+
+def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
+    """p-RoPE on the (r/2,) frequencies, fastest first: the last pairs get frequency 0."""
+    # θ_i' = θ_i for i < floor(p r/2), else 0. Rounded down as the paper's apply_p_rope and HF's
+    # "proportional" rope_type do (int(p * d // 2) pairs kept); p = 1 keeps them all.
+    kept = math.floor(p * len(inv_freq))
+    return torch.cat((inv_freq[:kept], torch.zeros_like(inv_freq[kept:])))
+
+
+def apply_partial_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rot_dim: int,
+                       pairing: str = "adjacent") -> torch.Tensor:
+    """apply_rope on x[..., :rot_dim] of x (B, H, T, D) with (T, rot_dim/2) tables; the rest passes through."""
+    if rot_dim == x.shape[-1]:
+        return apply_rope(x, cos, sin, pairing)
+    if rot_dim == 0:
+        return x  # partial_rotary_factor 0: NoPE
+    # (B, H, T, r) rotated, (B, H, T, D - r) as it was -> (B, H, T, D)
+    return torch.cat((apply_rope(x[..., :rot_dim], cos, sin, pairing), x[..., rot_dim:]), dim=-1)
 
 
 # ---- context extension (RoPE scaling) ----------------------------------------------------
 # Trained at length L0, a model has seen the angles m θ_i only for m < L0: pairs that turn less
 # than once in L0 meet new angles beyond it. A scaling changes the frequencies (yarn also the
-# attention temperature) so that a longer context reuses familiar angles. The dict uses Hugging
-# Face's rope_type names (HF's original_max_position_embeddings is original_max_len here):
-#   {"rope_type": one of ROPE_TYPES, "factor": s >= 1 (target length / L0),
-#    "original_max_len": L0 (needed by dynamic, yarn, llama3), + SCALING_DEFAULTS[rope_type]'s keys}
+# attention temperature) so that a longer context reuses familiar angles. The dict takes Hugging
+# Face's keys, so a config.json's rope_scaling block (Llama 3.1, a YaRN model) goes in as it is:
+#   {"rope_type" (HF's legacy "type"): one of ROPE_TYPES, "factor": s >= 1 (target length / L0),
+#    "original_max_len" (HF: "original_max_position_embeddings"): L0 (dynamic, yarn, llama3 need it),
+#    + SCALING_DEFAULTS[rope_type]'s keys}
 # d is the rotated head dim, s the factor.
 
 ROPE_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3")
@@ -163,34 +211,50 @@ SCALING_DEFAULTS = {"linear": {}, "ntk": {}, "dynamic": {},
                     "yarn": {"beta_fast": 32.0, "beta_slow": 1.0, "attention_factor": None},
                     "llama3": {"low_freq_factor": 1.0, "high_freq_factor": 4.0}}
 NEEDS_ORIGINAL_LEN = ("dynamic", "yarn", "llama3")
+HF_NAMES = {"type": "rope_type", "original_max_position_embeddings": "original_max_len"}  # HF name -> ours
+_SOFTMAX = "DeepSeek's mscale keys also rescale the softmax outside RoPE; give attention_factor instead"
+REFUSED = {"mscale": _SOFTMAX, "mscale_all_dim": _SOFTMAX,  # keys of real configs this module cannot honour
+           "partial_rotary_factor": "an HF model-config key: pass RotaryEmbedding(partial_rotary_factor=...)"}
 
 
 def check_scaling(scaling: dict) -> dict:
-    """Validate a scaling dict; return a copy with every default filled in. Raises ValueError."""
+    """Validate a scaling dict (HF names allowed); return a copy in our names with every default filled in."""
     if not isinstance(scaling, dict):
         raise ValueError(f"RoPE scaling must be a dict like {{'rope_type': 'yarn', 'factor': 4.0, "
                          f"'original_max_len': 256}} or None, got {type(scaling).__name__}")
+    scaling = dict(scaling)
+    for hf, ours in HF_NAMES.items():
+        if hf in scaling:
+            if ours in scaling and scaling[ours] != scaling[hf]:
+                raise ValueError(f"RoPE scaling has {hf}={scaling[hf]!r} and {ours}={scaling[ours]!r}, "
+                                 f"two names of one setting; keep one")
+            scaling[ours] = scaling.pop(hf)
     kind = scaling.get("rope_type")
     if kind not in ROPE_TYPES:
         raise ValueError(f"unknown rope_type {kind!r}; use one of {', '.join(ROPE_TYPES)} (Hugging Face names)")
     allowed = {"rope_type", "factor", "original_max_len", *SCALING_DEFAULTS[kind]}
     extra = sorted(set(scaling) - allowed)
     if extra:
-        hint = " (call it original_max_len here)" if "original_max_position_embeddings" in extra else ""
-        raise ValueError(f"rope_type {kind!r} does not take {extra}{hint}; it takes {sorted(allowed)}")
+        why = next((f" ({k}: {REFUSED[k]})" for k in extra if k in REFUSED), "")
+        raise ValueError(f"rope_type {kind!r} does not take {extra}{why}; it takes {sorted(allowed)} "
+                         f"(or HF's {', '.join(HF_NAMES)})")
     s = scaling.get("factor")
     if isinstance(s, bool) or not isinstance(s, (int, float)) or not s >= 1:  # `not >=` also catches nan
         raise ValueError(f"RoPE scaling factor must be a number >= 1 (target length / training length), got {s!r}")
     out = {**SCALING_DEFAULTS[kind], "original_max_len": None, **scaling, "factor": float(s)}
     L0 = out["original_max_len"]
     if L0 is None and kind in NEEDS_ORIGINAL_LEN:
-        raise ValueError(f"rope_type {kind!r} needs original_max_len, the sequence length the model was trained at")
+        raise ValueError(f"rope_type {kind!r} needs original_max_len (HF: original_max_position_embeddings), "
+                         f"the sequence length the model was trained at")
     if L0 is not None and (isinstance(L0, bool) or not isinstance(L0, int) or L0 < 1):
         raise ValueError(f"original_max_len must be a positive int (the training length), got {L0!r}")
     if kind == "yarn" and not out["beta_fast"] > out["beta_slow"] > 0:
         raise ValueError(f"yarn needs beta_fast > beta_slow > 0, got {out['beta_fast']} and {out['beta_slow']}")
     if kind == "yarn" and out["attention_factor"] is None:
         out["attention_factor"] = yarn_attention_factor(out["factor"])
+    af = out.get("attention_factor", 1.0)  # HF's name too: it multiplies cos and sin, so the logits by af^2
+    if isinstance(af, bool) or not isinstance(af, (int, float)) or not af > 0:
+        raise ValueError(f"yarn's attention_factor must be a number > 0, got {af!r}")
     if kind == "llama3" and not out["high_freq_factor"] > out["low_freq_factor"] > 0:
         raise ValueError(f"llama3 needs high_freq_factor > low_freq_factor > 0, got "
                          f"{out['high_freq_factor']} and {out['low_freq_factor']}")
@@ -203,7 +267,7 @@ def ntk_base(base: float, factor: float, dim: int) -> float:
     # Pair 0 turns at 1 rad/token for any base (kept); the slowest, i = d/2 - 1, at
     # base'^(-(d-2)/d) = base^(-(d-2)/d) / s (interpolated); the others in between.
     if dim < 4:
-        raise ValueError(f"NTK scaling changes the base, which needs at least two pairs (head dim >= 4), got {dim}")
+        raise ValueError(f"NTK scaling changes the base, which needs at least two pairs (rotated dim >= 4), got {dim}")
     return base * factor ** (dim / (dim - 2))
 
 
@@ -323,6 +387,12 @@ def _self_check() -> None:
         got = RotaryEmbedding(128, scaling={"rope_type": t, "factor": 1, "original_max_len": 64})(x, x)[0]
         assert torch.equal(got, RotaryEmbedding(128)(x, x)[0]), f"{t} with factor 1 should be plain RoPE within L0"
     print(f"ok  scaling with factor 1, within original_max_len, is plain RoPE for all {len(ROPE_TYPES)} types")
+    x = torch.randn(1, 2, 5, 16)
+    for f, p in ((0.0, 1.0), (1.0, 0.0)):  # no dim turns / every pair at frequency 0
+        assert torch.equal(RotaryEmbedding(16, partial_rotary_factor=f, rope_p=p)(x, x)[0], x), f"f={f} p={p}: not NoPE"
+    y = RotaryEmbedding(16, partial_rotary_factor=0.5)(x, x)[0]
+    assert torch.equal(y[..., 8:], x[..., 8:]) and not torch.equal(y[..., :8], x[..., :8]), "f=0.5: only dims 0..7 turn"
+    print("ok  partial_rotary_factor 0 and rope_p 0 are NoPE exactly; with factor 0.5 only dims 0..7 turn")
 
 
 if __name__ == "__main__":

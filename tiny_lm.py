@@ -12,6 +12,8 @@ GPTConfig.pos picks where position information enters (tutorial sections 方案 
     rope     rotate q and k      inside attention    (pos_rope.py)
     alibi    - m_h (i - j)       on the scores       (pos_alibi.py)
 `causal=False` removes the causal mask (破坏实验 2); ALiBi then uses -m_h |i - j|.
+RoPE options: partial_rotary_factor (rotate part of each head), rope_p (p-RoPE); and with rope
+or alibi, nope_every = k leaves every k-th layer without positions (Llama 4's iRoPE).
 
 Reading order: the config, Attention, MLP, Block, TinyLM (forward, then generate), the
 device check, checkpoints (plain dicts written atomically, read with
@@ -36,7 +38,7 @@ import torch.nn.functional as F
 from attn_common import attn_sdpa
 from pos_alibi import ALiBi
 from pos_learned import LearnedPositionalEmbedding
-from pos_rope import RotaryEmbedding
+from pos_rope import RotaryEmbedding, rotary_dim
 from pos_sin import SinusoidalPositionalEncoding
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
@@ -63,6 +65,9 @@ class GPTConfig:
     rope_theta: float = 10000.0
     rope_pairing: str = "adjacent"  # or "half" (GPT-NeoX / Hugging Face rotate_half)
     rope_scaling: dict = None       # e.g. {"rope_type": "yarn", "factor": 4.0, "original_max_len": 256}
+    partial_rotary_factor: float = 1.0  # rotate only the first int(f * head dim) dims (HF's name; GPT-NeoX 0.25)
+    rope_p: float = 1.0             # p-RoPE: the fastest fraction p of the pairs turn, the rest have frequency 0
+    nope_every: int = 0             # k > 0: layers k, 2k, ... (counting from 1) get no positions (Llama 4 iRoPE)
     causal: bool = True
     tie_weights: bool = False
     mlp_ratio: int = 4
@@ -79,6 +84,15 @@ class GPTConfig:
         if self.qkv_init not in ("unit", "gpt2") or self.resid_init not in ("scaled", "plain"):
             raise ValueError(f"qkv_init must be 'unit' or 'gpt2' and resid_init 'scaled' or 'plain', "
                              f"got {self.qkv_init!r} and {self.resid_init!r}")
+        if self.pos == "rope":
+            rotary_dim(self.n_embd // self.n_head, self.partial_rotary_factor, self.rope_p)  # raises if unusable
+        elif (self.partial_rotary_factor, self.rope_p) != (1.0, 1.0):
+            raise ValueError(f"partial_rotary_factor and rope_p shape RoPE, but pos={self.pos!r}; use pos='rope'")
+        k = self.nope_every
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= self.n_layer:
+            raise ValueError(f"nope_every must be an int from 0 (off) to n_layer={self.n_layer}, got {k!r}")
+        if k and self.pos not in ("rope", "alibi"):
+            raise ValueError(f"nope_every removes positions inside attention (rope, alibi), but pos={self.pos!r}")
 
 
 class Attention(nn.Module):
@@ -155,10 +169,13 @@ class TinyLM(nn.Module):
         self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
         self.rope = None
         if cfg.pos == "rope":
-            self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing, scaling=cfg.rope_scaling)
+            self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing, scaling=cfg.rope_scaling,
+                                        partial_rotary_factor=cfg.partial_rotary_factor, rope_p=cfg.rope_p)
         # Causal: -m(i - j) with -inf on later keys (the bias is the causal mask); else -m|i - j|.
         self.alibi = ALiBi(H, symmetric=not cfg.causal, causal=cfg.causal) if cfg.pos == "alibi" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        k = cfg.nope_every  # iRoPE: layers k-1, 2k-1, ... (from 0) attend without positions (no parameters)
+        self.nope_layers = tuple(i for i in range(cfg.n_layer) if k and (i + 1) % k == 0)
         self.ln_f = nn.LayerNorm(C)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.apply(self._init)
@@ -196,7 +213,8 @@ class TinyLM(nn.Module):
         bias = None if self.alibi is None else self.alibi(T, offset + T).to(x.dtype)
         new_cache = []
         for i, block in enumerate(self.blocks):
-            x, kv = block(x, rope=self.rope, offset=offset, bias=bias,
+            nope = i in self.nope_layers  # no rotation and no ALiBi bias (the causal mask stays)
+            x, kv = block(x, rope=None if nope else self.rope, offset=offset, bias=None if nope else bias,
                           kv=None if cache is None else cache[i])
             new_cache.append(kv)
         logits = self.head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
@@ -234,8 +252,9 @@ class TinyLM(nn.Module):
         if self.rope is None:
             raise ValueError(f"RoPE scaling needs pos='rope', this model uses pos={self.cfg.pos!r}")
         device = self.rope.inv_freq.device
-        self.rope = RotaryEmbedding(self.rope.head_dim, self.cfg.rope_theta, self.cfg.rope_pairing,
-                                    scaling=scaling).to(device)
+        self.rope = RotaryEmbedding(self.rope.head_dim, self.cfg.rope_theta, self.cfg.rope_pairing, scaling=scaling,
+                                    partial_rotary_factor=self.cfg.partial_rotary_factor,
+                                    rope_p=self.cfg.rope_p).to(device)
         self.cfg.rope_scaling = scaling
 
     def num_params(self, pos_only: bool = False) -> int:
@@ -287,7 +306,8 @@ def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, ex
 
 
 def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.py"):
-    """Return (model, ckpt dict). Raises CheckpointError with a one-line reason."""
+    """Return (model, ckpt dict). Raises CheckpointError with a one-line reason. ckpt["config"] is the
+    config the model was built with: fields an older checkpoint lacks hold their defaults."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; run `{make_with}` to make it")
@@ -307,6 +327,7 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
     except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
         raise CheckpointError(f"{path}: config and weights do not make a model ({str(e).splitlines()[0]}); "
                               f"delete it and rerun `{make_with}`") from None
+    ckpt["config"] = {**ckpt["config"], **asdict(cfg)}
     return model.to(device), ckpt
 
 

@@ -1,4 +1,5 @@
-"""RoPE context-extension scaling (pos_rope.scaled_inv_freq and RotaryEmbedding(scaling=...)).
+"""RoPE context-extension scaling (pos_rope.scaled_inv_freq and RotaryEmbedding(scaling=...)),
+in our keys and in Hugging Face's rope_scaling blocks pasted as they stand.
 
 Checks against hand-computed numbers, against the formulas written out independently
 (the way Hugging Face's modeling_rope_utils.py writes them), and the properties that must
@@ -240,7 +241,12 @@ def test_tiny_lm_runs_beyond_training_length(kind):
     ({"rope_type": "longrope", "factor": 2.0}, "unknown rope_type"),
     ({"rope_type": "linear", "factor": 0.5}, "factor must be a number >= 1"),
     ({"rope_type": "yarn", "factor": 4.0}, "needs original_max_len"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256}, "original_max_len here"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "original_max_len": 128},
+     "original_max_position_embeddings=256 and original_max_len=128, two names of one setting"),
+    ({"type": "yarn", "rope_type": "linear", "factor": 4.0}, "type='yarn' and rope_type='linear'"),
+    ({"type": "dynamic", "factor": 2.0}, r"needs original_max_len \(HF: original_max_position_embeddings\)"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": 0.0}, "attention_factor must be"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": "1"}, "attention_factor must be"),
     ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 4.0}, "high_freq_factor >"),
     ({"rope_type": "linear", "factor": 2.0, "beta_fast": 32.0}, r"does not take \['beta_fast'\]"),
     ({"rope_type": "dynamic", "factor": 2.0, "original_max_len": 64, "factr": 3.0}, r"does not take \['factr'\]"),
@@ -266,3 +272,84 @@ def test_scaled_tables_stay_float32_after_module_cast(kind):
     assert got[0].dtype == torch.float32
     d = max(maxdiff(got[0], want[0]), maxdiff(got[1], want[1]))
     assert d < 1e-6, f"{kind}: tables after .to(bfloat16) differ from float32 ones by {d:.2e}"
+
+
+# ---------------------------------------------------------------------------- Hugging Face rope_scaling blocks
+# Written out as they stand in the models' config.json, next to the same setting in our own keys.
+HF_BLOCKS = {
+    "llama3.1": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                 {"rope_type": "llama3", "factor": 8.0, "original_max_len": 8192}),
+    "qwen-yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+                  {"rope_type": "yarn", "factor": 4.0, "original_max_len": 32768}),
+    "qwen2.5-yarn-legacy": ({"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"},
+                            {"rope_type": "yarn", "factor": 4.0, "original_max_len": 32768}),
+    "linear-legacy": ({"type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),
+    "dynamic": ({"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4096},
+                {"rope_type": "dynamic", "factor": 2.0, "original_max_len": 4096}),
+    "yarn-betas": ({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32, "beta_slow": 1, "attention_factor": 1.2,
+                    "original_max_position_embeddings": 4096},
+                   {"rope_type": "yarn", "factor": 32.0, "attention_factor": 1.2, "original_max_len": 4096}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HF_BLOCKS))
+def test_hugging_face_blocks_as_they_stand(name):
+    """A pasted block gives the same frequencies, attention factor and tables as our own spelling."""
+    hf, ours = HF_BLOCKS[name]
+    pasted = dict(hf)
+    for d, base in ((128, 500000.0), (64, 1000000.0)):
+        a, b = RotaryEmbedding(d, base, scaling=pasted), RotaryEmbedding(d, base, scaling=ours)
+        diff = maxdiff(a.inv_freq, b.inv_freq)
+        assert torch.equal(a.inv_freq, b.inv_freq), f"{name}, d={d}: inv_freq max diff {diff:.2e}"
+        assert a.attention_factor == b.attention_factor and a.scaling == b.scaling, (a.scaling, b.scaling)
+        L = 2 * (b.scaling["original_max_len"] or 50)  # dynamic: a length beyond L0
+        assert torch.equal(a.cos_sin(3, L)[0], b.cos_sin(3, L)[0]), f"{name}, d={d}: cos tables differ"
+        moved = maxdiff(a.cos_sin(3, L)[0], RotaryEmbedding(d, base).cos_sin(3, L)[0])
+        assert moved > 1e-3, f"{name}: the block changed nothing at length {L}"
+    assert pasted == hf, "check_scaling must not change the caller's dict"
+
+
+def test_llama31_block_gives_meta_numbers():
+    """Llama 3.1 8B (head dim 128, base 500000): the fastest pair is kept, the slowest divided by 8."""
+    rope = RotaryEmbedding(128, 500000.0, scaling=HF_BLOCKS["llama3.1"][0])
+    plain = pos_rope.rope_inv_freq(128, 500000.0)
+    assert rope.inv_freq[0] == plain[0] and rope.inv_freq[-1] == plain[-1] / 8
+    assert rope.attention_factor == 1.0
+
+
+def test_yarn_attention_factor_overrides_the_temperature():
+    """HF's attention_factor replaces 0.1 ln(s) + 1 and multiplies cos and sin (so q.k by its square)."""
+    for af in (1.0, 0.7, 1.5):
+        rope = RotaryEmbedding(16, scaling={"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 64,
+                                            "attention_factor": af})
+        c, s = rope.cos_sin(50, 10)
+        norm = (c.double() ** 2 + s.double() ** 2).sqrt()
+        assert maxdiff(norm, torch.full_like(norm, af)) < 1e-6, f"attention_factor {af}: |(cos, sin)| is not {af}"
+    default = RotaryEmbedding(16, scaling={"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 64})
+    assert default.attention_factor == pytest.approx(0.1 * math.log(16) + 1)
+
+
+@pytest.mark.parametrize("block, match", [
+    ({"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,  # DeepSeek-V3
+      "original_max_position_embeddings": 4096, "type": "yarn"},
+     r"\['mscale', 'mscale_all_dim'\] \(mscale: .*softmax"),
+    ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5},
+     r"RotaryEmbedding\(partial_rotary_factor=...\)"),
+    ({"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,  # gpt-oss
+      "rope_type": "yarn", "truncate": False},
+     r"does not take \['truncate'\]; it takes \['attention_factor', 'beta_fast'"),
+    ({"rope_type": "longrope", "factor": 2.0, "long_factor": [1.0], "short_factor": [1.0]},
+     "unknown rope_type 'longrope'"),
+])
+def test_hugging_face_keys_we_cannot_honour_are_refused(block, match):
+    with pytest.raises(ValueError, match=match) as e:
+        RotaryEmbedding(64, scaling=block)
+    assert "\n" not in str(e.value)
+
+
+def test_same_value_under_both_names_is_accepted():
+    both = {"rope_type": "yarn", "type": "yarn", "factor": 4.0, "original_max_len": 64,
+            "original_max_position_embeddings": 64}
+    assert pos_rope.check_scaling(both) == pos_rope.check_scaling({"rope_type": "yarn", "factor": 4.0,
+                                                                     "original_max_len": 64})
