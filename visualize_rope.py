@@ -1,5 +1,6 @@
-"""RoPE in pictures: rotation, relative positions, long-term decay, wavelengths vs YaRN,
-attention of a trained model beyond its training length, and the theta ablation.
+"""RoPE in pictures: rotation, relative positions, long-term decay, wavelengths vs YaRN, what each
+scaling does to each pair (here and at Llama 3's scale), attention of a trained model beyond its
+training length, and the theta ablation.
 
     python visualize_rope.py --only 1,2,3,4          # figures that need no checkpoint
     python visualize_rope.py --only 5,6              # needs runs/main/rope*.pt (train_compare.py)
@@ -7,10 +8,10 @@ attention of a trained model beyond its training length, and the theta ablation.
     python visualize_rope.py --out /tmp/fig --ckpt runs/quick/rope.pt --ckpt-dir runs/quick
 
 Figures (PNG in --out: results/, or runs/quick/results with --quick): 1 rope_rotation,
-2 rope_relative, 3 rope_decay, 4 rope_wavelengths, 5 rope_attention, 6 rope_theta_attention
-(+ a markdown table). The math is pos_rope.py's; attention weights are recomputed from each
-layer's input with attn_common.attn, because the model itself runs the fused kernel, which
-does not return them.
+2 rope_relative, 3 rope_decay, 4 rope_wavelengths and rope_pairs (+ rope_pairs.md: pairs kept,
+blended, interpolated per scaling), 5 rope_attention, 6 rope_theta_attention (+ a markdown
+table). The math is pos_rope.py's; attention weights are recomputed from each layer's input with
+attn_common.attn, because the model itself runs the fused kernel, which does not return them.
 """
 import argparse
 import functools
@@ -24,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
@@ -167,6 +169,63 @@ def fig_wavelengths(out, d, theta, train_len, factor):
     save(fig, out, "rope_wavelengths.png")
 
 
+# Figure 4b: the per-pair question for every scaling, here and at the scale Llama 3's own scaling was
+# made for (Llama 3.1's config.json: head dim, original_max_position_embeddings, rope_theta).
+LLAMA_SCALE = ("Llama 3", 128, 8192, 500000.0)  # (name, head dim d, training length L0, base)
+PAIR_METHODS = {"linear": "linear (PI)", "ntk": "NTK-aware", "yarn": "YaRN", "llama3": "Llama 3"}
+
+
+def pair_ratios(d, base, train_len, factor):
+    """{rope_type: (θ'_i / θ_i per pair, shape (d/2,), logit multiplier)} from pos_rope's own scalings."""
+    inv = pos_rope.rope_inv_freq(d, base)
+    out = {}
+    for kind in PAIR_METHODS:
+        sc = {"rope_type": kind, "factor": float(factor), "original_max_len": train_len}
+        scaled, att = pos_rope.scaled_inv_freq(d, base, sc)
+        out[kind] = (scaled / inv, att ** 2)  # att multiplies cos and sin, so q and k each: q·k by att²
+    return out
+
+
+def classify_pairs(ratio, factor):
+    """(kept, blended, interpolated) pair indices: ratio > 0.99, ratio < 1.01/s, in between."""
+    kept = ratio > 0.99
+    interp = ~kept & (ratio < 1.01 / factor)
+    return tuple(torch.nonzero(m).flatten().tolist() for m in (kept, ~kept & ~interp, interp))
+
+
+def fig_pairs(out, scales, factor):
+    """θ'_i / θ_i per pair for linear, NTK, YaRN and Llama 3 at each scale: a PNG and a markdown table."""
+    s = float(factor)
+    fig, axes = plt.subplots(1, len(scales), figsize=(6.5 * len(scales), 4.8), squeeze=False)
+    lines = [f"Which RoPE pairs each scaling keeps, blends or interpolates at factor s = {s:g}, per pair i the ratio "
+             "θ'_i / θ_i: kept if > 0.99, interpolated (θ_i / s) if < 1.01/s, blended in between. The logit "
+             "multiplier is what q·k is multiplied by (YaRN multiplies cos and sin, so q and k each, by "
+             "0.1 ln s + 1). Computed by visualize_rope.py from pos_rope.py's functions.", "",
+             "| scale | method | kept | blended | interpolated | logit multiplier |", "|---|---|---|---|---|---|"]
+
+    def cell(idx):  # "6 (i=1-6)", "1 (i=0)", or every index if they are not one run
+        run = idx == list(range(idx[0], idx[-1] + 1)) if idx else False
+        i = f"{idx[0]}-{idx[-1]}" if run and len(idx) > 1 else ", ".join(map(str, idx))
+        return f"{len(idx)} (i={i})" if idx else "0"
+
+    for ax, (name, d, L0, base) in zip(axes[0], scales):
+        label = f"{name} (d={d}, L0={L0}, base {base:g})"
+        for (kind, (ratio, logit)), marker in zip(pair_ratios(d, base, L0, s).items(), "os^D"):
+            ax.plot(range(d // 2), ratio, marker + "-", ms=4, lw=1, label=PAIR_METHODS[kind]
+                    + (f" (logits x {logit:.2f})" if logit != 1 else ""))
+            lines.append(f"| {label} | {PAIR_METHODS[kind]} | "
+                         + " | ".join(cell(idx) for idx in classify_pairs(ratio, s)) + f" | {logit:.3f} |")
+        ax.set_yscale("log"), ax.set_ylim(0.8 / s, 1.25)
+        ax.set_yticks([1 / s, 1], ["1/s\n(interpolated)", "1\n(kept)"]), ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("dimension pair i (fast → slow)"), ax.set_ylabel("θ'_i / θ_i (log)")
+        ax.set_title(label, fontsize=10), ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1, 0.9))
+    fig.suptitle(f"What each scaling does to each pair's frequency at factor s = {s:g}")
+    save(fig, out, "rope_pairs.png")
+    tiny_lm.atomic_write_text(out / "rope_pairs.md", "\n".join(lines) + "\n")
+    print(f"wrote {out / 'rope_pairs.md'}")
+
+
 # ----------------------------------------------------------------------------- figures 5-6: trained models
 
 @torch.no_grad()
@@ -292,14 +351,16 @@ def main(argv=None):
                    help="smoke run: checkpoints from runs/quick (train_compare.py --quick), output under "
                         "runs/quick/results; figures whose checkpoints are missing are skipped")
     p.add_argument("--head-dim", type=int, default=GPTConfig.n_embd // GPTConfig.n_head,
-                   help="head dim d for figures 1, 2 and 4 (default: the tiny LM's)")
+                   help="head dim d for figures 1, 2 and 4 (default: the tiny LM's; rope_pairs also shows "
+                        "{}'s d={}, L0={}, base {:g})".format(*LLAMA_SCALE))
     p.add_argument("--theta", type=float, default=10000.0, help="RoPE base for figures 1-4")
     p.add_argument("--positions", type=int, default=32, help="figure 1: positions 0..N drawn per pair")
     p.add_argument("--radius", type=int, default=128, help="figure 2: relative positions -R..R")
     p.add_argument("--train-len", type=int, default=TrainConfig.seq_len,
                    help="figure 4: training length (default: train_compare.py's; figures 5 and 6 read it "
                         "from the checkpoint)")
-    p.add_argument("--factor", type=float, default=16.0, help="YaRN factor s for figures 4 and 5")
+    p.add_argument("--factor", type=float, default=16.0, help="scaling factor s: YaRN's in figures 4 and 5, "
+                   "every scaling's in rope_pairs (figure 4)")
     p.add_argument("--ckpt", default=None, help="figure 5: RoPE checkpoint (default runs/main/rope.pt, "
                                                 "or runs/quick/rope.pt with --quick)")
     p.add_argument("--head", type=int, default=0, help="figure 5: which head of the last layer")
@@ -327,6 +388,7 @@ def main(argv=None):
         fig_decay(out, (args.head_dim, 128), args.theta)
     if 4 in only:
         fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
+        fig_pairs(out, [("this repo", args.head_dim, args.train_len, args.theta), LLAMA_SCALE], args.factor)
     for n, draw in ((5, lambda: fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)),
                     (6, lambda: theta_ablation(out, ckpt_dir, args.windows, args.length, make=make))):
         if n in only:

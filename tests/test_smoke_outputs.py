@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ["train_compare.py", "extrapolation_test.py", "benchmark.py", "breakage_test.py",
+SCRIPTS = ["train_compare.py", "extrapolation_test.py", "long_context_test.py", "benchmark.py", "breakage_test.py",
            "visualize_rope.py", "recipe_ablation.py"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread is faster
 
@@ -45,6 +45,7 @@ def copy_checkout(dst: Path) -> None:
 # those flags chooses an output path. train -> extrapolation -> figures depend on each other.
 CHAIN = [["train_compare.py", "--quick", "--steps", "5"],
          ["extrapolation_test.py", "--quick"],
+         ["long_context_test.py", "--quick"],
          ["visualize_rope.py", "--quick"]]
 INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
                ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
@@ -83,7 +84,8 @@ def test_quick_modes_leave_results_untouched(tmp_path):
         (f"a --quick run wrote into results/ or README.md ({secs:.0f} s of runs): changed {changed}, "
          f"added {added}, removed {removed}")
     assert not failures, "\n".join(failures)
-    for rel in ("runs/quick/results/extrapolation.md", "runs/quick/results/rope_rotation.png"):
+    for rel in ("runs/quick/results/extrapolation.md", "runs/quick/results/rope_rotation.png",
+                "runs/quick/results/context_use.png", "runs/quick/results/retrieval.png"):
         assert (repo / rel).is_file(), f"{rel} missing: the quick outputs went somewhere else"
 
 
@@ -93,13 +95,14 @@ def test_visualize_figures_1_to_4_need_no_checkpoint(tmp_path):
     out = tmp_path / "fig"
     visualize_rope.main(["--only", "1,2,3,4", "--out", str(out), "--positions", "8", "--radius", "16",
                          "--ckpt", str(tmp_path / "none.pt"), "--ckpt-dir", str(tmp_path / "none")])
-    for name in ("rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png"):
+    pngs = ["rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png", "rope_pairs.png"]
+    for name in pngs:
         f = out / name
         assert f.is_file(), f"figure {name} was not written"
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5_000, \
             f"{name} is not a real PNG ({f.stat().st_size} bytes)"
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png"])
+    assert "| YaRN |" in (out / "rope_pairs.md").read_text(), "figure 4's pair table has no YaRN row"
+    assert sorted(p.name for p in out.iterdir()) == sorted(pngs + ["rope_pairs.md"])
 
 
 # One interpreter runs every script's `--help` as __main__ (torch is imported once, not six times).
