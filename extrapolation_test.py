@@ -2,11 +2,16 @@
 破坏实验 4, 交付物).
 
 Reloads the checkpoints written by train_compare.py (no training here) and scores the SAME
-validation tokens at every length: one span of the held-out plays is cut into
-non-overlapping windows of each length L, so the 4096 row and the 256 row average the
-same characters; only how much context each character gets (and at which positions)
-changes. Also: the loss at each position of the longest windows, averaged over windows,
-which shows where a scheme breaks.
+validation tokens at every length: blocks of the longest length, spread evenly over the
+whole validation text (all three held-out plays), are cut into non-overlapping windows of
+each length L, so the 4096 row and the 256 row average the same characters; only how much
+context each character gets (and at which positions) changes. Also: the loss at each
+position of the longest windows, raw and minus the same character's loss in the shortest
+windows, which shows where a scheme breaks.
+
+Perplexity cannot say whether a model USES a long context: a window of length L starts
+cold once per L characters, so longer windows score better even for a model that only
+looks a few dozen characters back. long_context_test.py measures that.
 
 Rows:
   * none / learned / sin / rope / alibi: the checkpoints as trained, no scaling.
@@ -21,10 +26,12 @@ Rows:
     at; that difference is measured once (--decode-len, --decode-windows) and reported
     under the table.
   * rope_ft_linear / rope_ft_yarn: scaling plus a short fine-tune at a longer length
-    (train_compare.py), evaluated with the scaling they were fine-tuned with.
+    (train_compare.py), evaluated with the scaling they were fine-tuned with;
+    rope_ft_none / alibi_ft: the same fine-tune without a scaling (the controls).
   * any other checkpoint in --ckpt-dir (e.g. rope_theta10) and --seed-dirs runs.
 The learned table is sized for the longest length; positions never seen in training
-use rows the optimizer never touched, and such cells are marked (untrained rows).
+use rows the optimizer never touched, and such cells are marked (untrained rows). The
+`learned (clamped)` row reads the last trained row at every later position instead.
 
     python extrapolation_test.py                    # after python train_compare.py
     python extrapolation_test.py --quick            # after python train_compare.py --quick
@@ -86,15 +93,69 @@ def fail(msg: str, code: int = 2):
     sys.exit(code)
 
 
-def evaluate(model, val_ids, lengths, span, batch_tokens, desc):
-    """{L: mean loss}, per-position loss at max(lengths), seconds. Windows cut from val_ids[:span+1]."""
-    losses, curve, t0 = {}, None, time.perf_counter()
+def spread_blocks(n_ids: int, block: int, n_blocks: int) -> list:
+    """Starts of n_blocks non-overlapping blocks of block + 1 tokens, spread evenly from the
+    beginning to the end of a text of n_ids tokens (so every held-out play is sampled)."""
+    if n_blocks * block + 1 > n_ids:
+        raise CorpusError(f"validation text has {n_ids} tokens, fewer than {n_blocks} blocks of {block} + 1; "
+                          f"use --tokens {block * max(1, (n_ids - 1) // block)} or less, or shorter --lengths")
+    last = n_ids - block - 1
+    return [round(i * last / max(1, n_blocks - 1)) for i in range(n_blocks)]
+
+
+@torch.no_grad()
+def token_losses(model, seqs: torch.Tensor, batch_size: int, hits: bool = False):
+    """Loss (nats) of predicting seqs[:, 1:] from seqs[:, :-1] at every position.
+    seqs: (N, T + 1) token ids -> (N, T), in batches of batch_size rows. hits=True also
+    returns whether the most likely next token was the right one, (N, T) bool."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    loss, hit = [], []
+    for i in range(0, len(seqs), batch_size):
+        x, y = seqs[i:i + batch_size, :-1].to(device), seqs[i:i + batch_size, 1:].to(device)  # (n, T)
+        logits = model(x).logits                                                          # (n, T, V)
+        loss.append(F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none").cpu())  # (n, T)
+        hit.append((logits.argmax(-1) == y).cpu())                                           # (n, T)
+    model.train(was_training)
+    return (torch.cat(loss), torch.cat(hit)) if hits else torch.cat(loss)
+
+
+def load_checked(path: Path, device, make: str, vocab: str, fingerprint: str):
+    """(model, checkpoint dict) of a checkpoint trained on this corpus; exits with one line if not."""
+    try:
+        model, ck = tiny_lm.load_checkpoint(path, device=device, make_with=make)
+    except CheckpointError as e:
+        fail(str(e))
+    if ck["vocab"] != vocab or ck.get("extra", {}).get("corpus", fingerprint) != fingerprint:
+        fail(f"{path} was trained on another corpus (vocabulary or text differs); pass the same --corpus "
+             f"it was trained with, or retrain with `{make} --force`")
+    return model, ck
+
+
+def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=None):
+    """Score the same characters at every length: each block of max(lengths) characters is cut
+    into windows of length L. Returns ({L: mean loss}, per-character losses {L: (blocks, L_max)}
+    for the shortest and longest L, seconds). set_length(L), if given, runs before each length
+    (the training-free scalings set their factor there)."""
+    L_max, losses, per_char, t0 = lengths[-1], {}, {}, time.perf_counter()
     for L in tqdm(lengths, desc=desc, leave=False, file=sys.stderr):
-        per_pos = tiny_lm.window_losses(model, val_ids, L, span // L, batch_size=max(1, batch_tokens // L))
+        if set_length:
+            set_length(L)
+        starts = [b + j * L for b in blocks for j in range(L_max // L)]
+        seqs = torch.stack([val_ids[s:s + L + 1] for s in starts])        # (windows, L + 1)
+        per_pos = token_losses(model, seqs, max(1, batch_tokens // L))   # (windows, L)
         losses[L] = per_pos.mean().item()
-        if L == max(lengths):
-            curve = per_pos.mean(dim=0)  # (L,) average over windows
-    return losses, curve, time.perf_counter() - t0
+        if L in (lengths[0], L_max) and L_max % L == 0:
+            per_char[L] = per_pos.reshape(len(blocks), -1)               # (blocks, L_max): block order kept
+    return losses, per_char, time.perf_counter() - t0
+
+
+def clamp_learned_rows(model, L_train: int) -> None:
+    """The alternative to untrained rows: every position from L_train on reads row L_train - 1."""
+    with torch.no_grad():
+        w = model.learned.table.weight  # (max_len, C)
+        w[L_train:] = w[L_train - 1]
 
 
 def scaling_at(name: str, L: int, L_train: int) -> dict:
@@ -148,15 +209,20 @@ def parse_args(argv=None):
     p.add_argument("--decode-windows", type=int, default=None,
                    help="windows scored token by token for that comparison (default 2; 1 with --quick)")
     p.add_argument("--seed-dirs", default=None, help="comma-separated extra checkpoint folders (other seeds) "
-                                                     "whose rope/alibi rows are added to the table (default: "
+                                                     "whose rows are added to the table (default: "
                                                      "every runs/seed* folder; '' for none)")
+    add_common_flags(p)
+    return p.parse_args(argv)
+
+
+def add_common_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every evaluation script shares (long_context_test.py too)."""
     p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
     p.add_argument("--corpus", default=None, help="the corpus the checkpoints were trained on (default Shakespeare)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--results", default=None, help="output folder (default results/, or <ckpt-dir>/results "
                                                    "with --quick)")
     p.add_argument("--quick", action="store_true", help="smoke test on the --quick checkpoints")
-    return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
@@ -171,7 +237,12 @@ def main(argv=None) -> int:
         fail(f"--lengths must be comma-separated integers, got {args.lengths!r}")
     if lengths[0] < 2:
         fail(f"every length must be at least 2, got {lengths[0]}")
+    if any(lengths[-1] % L for L in lengths):
+        fail(f"every length must divide the longest ({lengths[-1]}) so that each length scores the same "
+             f"characters; got {','.join(map(str, lengths))}")
     tokens = args.tokens or (4096 if args.quick else 65536)
+    if tokens < 1:
+        fail(f"--tokens must be positive, got {tokens}")
     span = math.ceil(tokens / lengths[-1]) * lengths[-1]
     known = set(VARIANTS) | set(FINETUNES)
     if args.variants:
@@ -205,47 +276,45 @@ def main(argv=None) -> int:
         fail(str(e))
     val_ids = tiny_lm.CharTokenizer(vocab).encode(val_text)
     fingerprint = tiny_lm.corpus_fingerprint(train_text + val_text)
+    try:
+        blocks = spread_blocks(val_ids.numel(), lengths[-1], span // lengths[-1])
+    except CorpusError as e:
+        fail(str(e))
 
     # (row name, checkpoint path, scaling kind or None)
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
     if "rope" in names:
         jobs[names.index("rope") + 1:names.index("rope") + 1] = [(f"rope+{s}", ckpt_dir / "rope.pt", s) for s in scalings]
+    if "learned" in names and not args.variants:
+        jobs.insert(names.index("learned") + 1, ("learned (clamped)", ckpt_dir / "learned.pt", "clamp"))
     seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
         ([] if args.quick else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
     for d in filter(None, seed_dirs):
-        for n in ("rope", "alibi"):
+        for n in VARIANTS:
             if (Path(d) / f"{n}.pt").exists():
                 jobs.append((f"{n} [{Path(d).name}]", Path(d) / f"{n}.pt", None))
 
     rows, curves, decode = [], {}, None
     for row, path, scaling in tqdm(jobs, desc="checkpoints", file=sys.stderr):
-        try:
-            model, ck = tiny_lm.load_checkpoint(path, device=device, make_with=make)
-        except CheckpointError as e:
-            fail(str(e))
-        if ck["vocab"] != vocab or ck.get("extra", {}).get("corpus", fingerprint) != fingerprint:
-            fail(f"{path} was trained on another corpus (vocabulary or text differs); pass the same --corpus "
-                 f"it was trained with, or retrain with `{make} --force`")
+        model, ck = load_checked(path, device, make, vocab, fingerprint)
         cfg, tc = model.cfg, ck["extra"].get("train_config", {})
         L_train = tc.get("seq_len", TrainConfig.seq_len)
         if cfg.pos == "learned" and lengths[-1] > cfg.max_len:
             fail(f"{path}: length {lengths[-1]} is beyond its learned table ({cfg.max_len} rows); "
                  f"use --lengths up to {cfg.max_len}")
-        if scaling is None:
-            losses, curve, secs = evaluate(model, val_ids, lengths, span, args.batch_tokens, row)
-        else:  # training-free: a fresh scaling for each length
-            losses, curve, secs = {}, None, 0.0
-            for L in lengths:
-                model.set_rope_scaling(scaling_at(scaling, L, L_train))
-                l1, c1, s1 = evaluate(model, val_ids, [L], span, args.batch_tokens, f"{row} L={L}")
-                losses[L], secs = l1[L], secs + s1
-                curve = c1 if L == lengths[-1] else curve
-            if scaling == "dynamic" and decode_len:
-                model.set_rope_scaling(scaling_at(scaling, decode_len, L_train))
-                decode = {"variant": row, "factor": 1.0, "original_max_len": L_train,
-                          **cached_vs_full(model, val_ids, decode_len, decode_windows)}
+        if scaling == "clamp":
+            clamp_learned_rows(model, L_train)
+        set_length = None if scaling in (None, "clamp") else \
+            (lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train)))  # a fresh factor per length
+        losses, per_char, secs = evaluate(model, val_ids, lengths, blocks, args.batch_tokens, row, set_length)
+        if scaling == "dynamic" and decode_len:
+            model.set_rope_scaling(scaling_at(scaling, decode_len, L_train))
+            decode = {"variant": row, "factor": 1.0, "original_max_len": L_train,
+                      **cached_vs_full(model, val_ids, decode_len, decode_windows)}
         base = cfg.pos
-        if scaling is not None:
+        if scaling == "clamp":
+            kind, factor = "", ""
+        elif scaling is not None:
             kind, factor = SCALINGS[scaling][0], factor_label(scaling)
         elif cfg.rope_scaling:
             kind, factor = cfg.rope_scaling["rope_type"], f"{cfg.rope_scaling['factor']:g}"
@@ -258,7 +327,7 @@ def main(argv=None) -> int:
             "train_len": L_train, "rope_theta": cfg.rope_theta if base == "rope" else None,
             "train_ppl": math.exp(train_loss),
             **{f"ppl_{L}": math.exp(losses[L]) for L in lengths},
-            "untrained_from": L_train if base == "learned" else None,
+            "untrained_from": L_train if base == "learned" and scaling != "clamp" else None,
             "pos_file_loc": code_lines(HERE / POS_FILE[base]) if POS_FILE[base] else 0,
             "acts_on": ACTS_ON[base],
             "params_added": model.num_params(pos_only=True),
@@ -266,10 +335,12 @@ def main(argv=None) -> int:
             "train_tokens": ck["extra"].get("tokens"), "finetune": ft,
             "eval_seconds": round(secs, 1),
         })
-        curves[row] = curve.tolist()
+        long, short = per_char[lengths[-1]], per_char[lengths[0]]  # (blocks, L_max) each
+        curves[row] = {"loss": long.mean(0).tolist(), "minus_short": (long - short).mean(0).tolist()}
         del model
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2  # KiB on Linux -> GiB
-    write_results(results, rows, curves, lengths, span, peak_gb, ckpt_dir, decode)
+    where = corpus_description(args.corpus, val_ids.numel(), span, len(blocks))
+    write_results(results, rows, curves, lengths, span, peak_gb, ckpt_dir, decode, where)
     if results.resolve() == (HERE / "results").resolve():
         update_readme(HERE / "README.md", (results / "extrapolation.md").read_text(encoding="utf-8"))
     print(f"peak resident memory {peak_gb:.2f} GiB; wrote {results}/extrapolation.md, .csv, .json, "
@@ -280,19 +351,27 @@ def main(argv=None) -> int:
 README_START, README_END = "<!-- extrapolation-table:start -->", "<!-- extrapolation-table:end -->"
 
 
-def update_readme(readme: Path, table_md: str) -> None:
+def update_readme(readme: Path, table_md: str, start: str = README_START, end: str = README_END) -> None:
     """Copy the table into README.md between its two markers, so the README never shows a
     number that this script did not write."""
     if not readme.exists():
         return
     text = readme.read_text(encoding="utf-8")
-    a, b = text.find(README_START), text.find(README_END)
+    a, b = text.find(start), text.find(end)
     if a < 0 or b < a:
         return
-    tiny_lm.atomic_write_text(readme, text[:a + len(README_START)] + "\n" + table_md + text[b:])
+    tiny_lm.atomic_write_text(readme, text[:a + len(start)] + "\n" + table_md + text[b:])
 
 
-def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir, decode=None) -> None:
+def corpus_description(corpus, n_val: int, span: int, n_blocks: int) -> str:
+    """What the scored characters are, in words, for the captions."""
+    text = (f"the three held-out plays ({', '.join(p.replace('-', ' ').title() for p in tiny_lm.VAL_PLAYS)}; "
+            f"{n_val:,} characters)" if corpus is None else f"the validation part of {corpus} ({n_val:,} characters)")
+    return f"{span:,} characters of {text}, taken as {n_blocks} blocks spread evenly from its start to its end"
+
+
+def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir, decode=None,
+                  where: str = "") -> None:
     results.mkdir(parents=True, exist_ok=True)
     cols = list(rows[0])
     buf = io.StringIO()
@@ -300,7 +379,7 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir,
     w.writeheader()
     w.writerows(rows)
     tiny_lm.atomic_write_text(results / "extrapolation.csv", buf.getvalue())
-    meta = {"lengths": lengths, "scored_tokens_per_length": span, "peak_rss_gib": round(peak_gb, 3),
+    meta = {"lengths": lengths, "scored_tokens_per_length": span, "scored_text": where, "peak_rss_gib": round(peak_gb, 3),
             "checkpoints": str(ckpt_dir), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "dynamic_cached_decoding": decode}
     tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps({"meta": meta, "rows": rows,
@@ -327,11 +406,12 @@ def write_results(results: Path, rows, curves, lengths, span, peak_gb, ckpt_dir,
                                       str(r["pos_file_loc"]), params]) + " |")
     notes = [
         "",
-        f"Perplexity per character (exp of mean loss in nats) on the same {span:,} validation characters "
-        f"at every length (held-out plays), cut into non-overlapping windows. Training length: "
+        f"Perplexity per character (exp of mean loss in nats) on the same characters at every length: "
+        f"{where}, each block cut into non-overlapping windows of the length. Training length: "
         f"{rows[0]['train_len']}. `train ppl` is exp of the last logged training loss.",
         "† positions beyond the training length read rows of the learned table that no gradient ever "
-        "reached (their random initial values).",
+        "reached: random vectors with the scale of the trained rows' initialisation. `learned (clamped)` "
+        "reads the last trained row at every position past it instead.",
         "rope+X: training-free scaling with factor s = L / training length at each length, or the multiple "
         "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
         "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
@@ -375,25 +455,35 @@ def plot(results: Path, rows, curves, lengths) -> None:
     fig.savefig(results / "ppl_vs_length.png", dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    # Per position: (a) the raw loss, which mixes position with how hard the text there is;
+    # (b) minus the loss of the same character scored in a window of the shortest length,
+    # which cancels the text: what sitting at position p of a long window adds or saves.
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
     L = lengths[-1]
     bins = torch.unique(torch.logspace(0, math.log10(L), 60).long().clamp(1, L))  # log-spaced bin edges
+    xs = [(a + b) / 2 for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
     for r in rows:
-        if r["finetune"] or ("+" in r["variant"] and r["scaling"] not in ("yarn",)):
-            continue  # keep the plot readable: base schemes, rope+yarn
-        c = torch.tensor(curves[r["variant"]])
-        xs = [(a + b) / 2 for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
-        ys = [c[a - 1:b - 1].mean().item() if b > a else c[a - 1].item()
-              for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
-        ax.plot(xs, ys, label=r["variant"])
-    ax.axvline(train_len, color="grey", ls=":", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("position in the window (log scale)")
-    ax.set_ylabel("mean loss (nats/char), averaged over windows")
-    ax.set_title(f"Where each scheme breaks: loss at each position of {L}-long windows")
-    ax.set_ylim(top=min(ax.get_ylim()[1], 5.0))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+        if r["variant"] not in ("none", "learned", "learned (clamped)", "sin", "rope", "alibi", "rope+yarn",
+                                "rope_ft_yarn", "irope", "rope_partial25", "rope_p75"):
+            continue  # keep the plot readable
+        for ax, key in zip(axes, ("loss", "minus_short")):
+            c = torch.tensor(curves[r["variant"]][key])
+            ys = [c[a - 1:b - 1].mean().item() if b > a else c[a - 1].item()
+                  for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
+            ax.plot(xs, ys, label=r["variant"])
+    for ax in axes:
+        ax.axvline(train_len, color="grey", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("position in the window (log scale)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("mean loss (nats/char)")
+    axes[0].set_title(f"(a) loss at each position of {L}-long windows")
+    axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 5.0))
+    axes[1].axhline(0, color="black", lw=0.8)
+    axes[1].set_ylabel(f"loss minus the same character's loss in {lengths[0]}-long windows")
+    axes[1].set_title(f"(b) the same, text difficulty removed (< 0: the long window helps)")
+    axes[1].set_ylim(max(axes[1].get_ylim()[0], -0.5), min(axes[1].get_ylim()[1], 3.0))
+    axes[1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(results / "loss_vs_position.png", dpi=120)
     plt.close(fig)

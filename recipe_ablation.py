@@ -15,8 +15,9 @@ and the same batches (train_compare.train). Knobs:
     decay_emb     weight decay on the embedding tables too (nanoGPT decays every 2-D tensor)
     lr_1e-3       peak learning rate 1e-3 instead of 3e-3
 
-Scores: perplexity on the same validation characters as extrapolation_test.py (non-overlapping
-windows, 65,536 characters by default) at the training length and at 4096. Writes
+Scores: perplexity on the same validation characters as extrapolation_test.py (65,536 by default,
+in blocks spread over the three held-out plays, cut into non-overlapping windows) at the training
+length and at 4096. Writes
 <results>/recipe_ablation.csv and .md. Checkpoints go to runs/recipe/<knob>/<scheme>.pt; a run
 whose checkpoint exists is reused, so an interrupted ablation continues where it stopped.
 
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 
 import tiny_lm
+from extrapolation_test import evaluate, spread_blocks
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from train_compare import QUICK_MODEL, QUICK_TRAIN, TrainConfig, train
 
@@ -117,8 +119,9 @@ def main(argv=None) -> int:
         print(f"error: --lengths must be comma-separated integers, got {args.lengths!r}", file=sys.stderr)
         return 2
     tokens = 4096 if args.quick else args.tokens
-    if min(lengths) < 1 or tokens < max(lengths):
-        print(f"error: lengths must be positive and --tokens ({tokens}) at least the longest length", file=sys.stderr)
+    if min(lengths) < 1 or tokens < max(lengths) or any(max(lengths) % L for L in lengths):
+        print(f"error: lengths must be positive and divide the longest, and --tokens ({tokens}) must be at least "
+              f"the longest length", file=sys.stderr)
         return 2
     out = Path(args.out or ("runs/quick/recipe" if args.quick else "runs/recipe"))
     results = Path(args.results) if args.results else (out / "results" if args.quick else Path("results"))
@@ -130,6 +133,8 @@ def main(argv=None) -> int:
         return 2
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
+    lengths = sorted(lengths)
+    blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
     rows = []
     for knob in knobs:
         for scheme in schemes:
@@ -139,11 +144,10 @@ def main(argv=None) -> int:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
             row = {"knob": knob, "scheme": scheme}
+            # ppl = exp(mean loss) over the same validation characters at every L
+            losses, _, _ = evaluate(model, val_ids, lengths, blocks, 16384, f"{knob}/{scheme}")
             for L in lengths:
-                span = tokens // L * L
-                # ppl = exp(mean loss) over the same `span` validation characters at every L
-                loss = tiny_lm.window_losses(model, val_ids, L, span // L, batch_size=max(1, 16384 // L)).mean()
-                row[f"ppl@{L}"] = round(math.exp(loss.item()), 3)
+                row[f"ppl@{L}"] = round(math.exp(losses[L]), 3)
             row["train_wall_s"] = ck["extra"].get("wall_s")
             rows.append(row)
             print(f"{knob}/{scheme}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k.startswith("ppl")))

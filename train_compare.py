@@ -17,8 +17,13 @@ variant's checkpoint is written. Logs and plots go to --results.
     python train_compare.py --preset gpu         # 6 x 384 model at length 1024, bf16, for one GPU
     torchrun --nproc_per_node 4 train_compare.py --preset gpu   # the same, data-parallel over 4 GPUs
 
-Fine-tune variants (rope_ft_*) continue the `rope` checkpoint at a longer length with a
-RoPE scaling method, the way the PI and YaRN papers extend real models.
+Fine-tune variants (*_ft_*) continue a checkpoint at 4x its length for 10% of its steps,
+with a RoPE scaling method (the way the PI and YaRN papers extend real models) or without
+one (rope_ft_none, alibi_ft: the compute-matched controls).
+
+    python train_compare.py --variants theta     # rope_theta10, rope_theta1e6
+    python train_compare.py --variants copy      # the copy family: trained on the copy mixture
+    python train_compare.py --variants current   # partial RoPE, p-RoPE, iRoPE
 """
 import argparse
 import contextlib
@@ -50,18 +55,45 @@ VARIANTS = {
     "alibi": {"pos": "alibi"},
     "rope_theta10": {"pos": "rope", "rope_theta": 10.0},
     "rope_theta1e6": {"pos": "rope", "rope_theta": 1e6},
+    # What 2024-2026 models ship (README "What current models do"):
+    "rope_partial25": {"pos": "rope", "partial_rotary_factor": 0.25},  # GPT-NeoX / Pythia: rotate 1/4 of each head
+    "rope_p75": {"pos": "rope", "rope_p": 0.75},                        # p-RoPE: drop the lowest 25% of frequencies
+    "irope": {"pos": "rope", "nope_every": 4},                          # Llama 4: every 4th layer without positions
 }
-# Fine-tunes continue the `rope` checkpoint at 4x its length for 10% of its steps (same tokens
+# The copy family: the same models trained on the copy mixture (copy_windows), so that
+# retrieval at distance pays during training (README "Retrieval at distance").
+COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi")}
+VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
+# Fine-tunes continue a parent checkpoint at 4x its length for 10% of its steps (same tokens
 # per step), with the scaling factor set for the 16x target (4096 from 256), as the PI and
-# YaRN papers extend real models: scale first, then a short fine-tune.
-FINETUNES = {
-    f"rope_ft_{kind}": {"parent": "rope", "rope_scaling": {"rope_type": kind, "factor": 16.0},
-                        "seq_len_mult": 4, "steps_frac": 0.1, "lr": 5e-4, "warmup": 10}
-    for kind in ("linear", "yarn")
+# YaRN papers extend real models: scale first, then a short fine-tune. The *_ft_none and
+# alibi*_ft rows are the compute-matched controls: the same continuation without a scaling.
+def _ft(parent: str, kind: str = None) -> dict:
+    return {"parent": parent, "rope_scaling": {"rope_type": kind, "factor": 16.0} if kind else None,
+            "seq_len_mult": 4, "steps_frac": 0.1, "lr": 5e-4, "warmup": 10}
+
+
+FINETUNES = {"rope_ft_linear": _ft("rope", "linear"), "rope_ft_yarn": _ft("rope", "yarn"),
+             "rope_ft_none": _ft("rope"), "alibi_ft": _ft("alibi"),
+             "rope_copy_ft_yarn": _ft("rope_copy", "yarn"), "rope_copy_ft_none": _ft("rope_copy"),
+             "alibi_copy_ft": _ft("alibi_copy")}
+DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn",
+                    "rope_ft_none", "alibi_ft"]
+# --variants accepts these names for the extra commands of the README.
+FAMILIES = {
+    "theta": ["rope_theta10", "rope_theta1e6"],
+    "copy": ["none_copy", "learned_copy", "sin_copy", "rope_copy", "alibi_copy",
+             "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
+    "current": ["rope_partial25", "rope_p75", "irope"],
 }
-DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn"]
 
 
+def is_copy(name: str) -> bool:
+    """Does this variant (or the parent it continues) train on the copy mixture?"""
+    return name in COPY_OF or FINETUNES.get(name, {}).get("parent") in COPY_OF
+
+
+# The recipe: every scheme within its seed spread of the best any single knob gave it (README, recipe ablation).
 @dataclass
 class TrainConfig:
     seq_len: int = 256
@@ -158,6 +190,56 @@ def random_windows(ids: torch.Tensor, T: int, B: int):
     return batch
 
 
+# Keys are digits: the plays hold almost none (at most 4 of each), so the first copy is the only
+# earlier place a key's characters occur. Lowercase keys (tried first) were never learned in
+# 1,100 steps: letters are everywhere in the text (README, "Retrieval at distance").
+KEY_CHARS = "0123456789"
+
+
+def copy_windows(ids: torch.Tensor, T: int, B: int, key_ids: torch.Tensor, seed: int,
+                 frac: float = 1.0, key_len=(32, 96), n_keys: int = 1):
+    """The copy mixture (Kazemnejad et al. 2023's synthetic-task idea on real text): the same
+    windows as random_windows, and in a fraction `frac` of them up to n_keys random keys of
+    key_len digits each overwrite the text twice, the second copy starting d characters
+    after the first, d uniform over what fits in the window (a pair that would overlap one
+    already planted is redrawn, up to 8 times). Predicting a second copy needs attention
+    back over d characters; nothing else in Shakespeare pays for that.
+
+    The planting draws from its own generator, seeded by (seed, step), so the windows are
+    exactly those the main models see and a resumed run plants the same keys."""
+    windows = random_windows(ids, T, B)
+
+    def batch(step: int, gen: torch.Generator):
+        x, y = windows(step, gen)                    # (B, T) each
+        seq = torch.cat([x, y[:, -1:]], dim=1)       # (B, T + 1): the whole window
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        for b in torch.nonzero(torch.rand(B, generator=g) < frac).flatten().tolist():
+            taken, placed, tries = torch.zeros(T + 1, dtype=torch.bool), 0, 0
+            while placed < n_keys and tries < 8 * n_keys:
+                tries += 1
+                K = int(torch.randint(key_len[0], key_len[1] + 1, (1,), generator=g))
+                d = int(torch.randint(K, T + 2 - K, (1,), generator=g))      # K <= d <= T + 1 - K: no overlap
+                a = int(torch.randint(0, T + 2 - K - d, (1,), generator=g))  # a + d + K <= T + 1: both fit
+                if taken[a:a + K].any() or taken[a + d:a + d + K].any():
+                    continue  # would overwrite a key already planted
+                key = key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
+                seq[b, a:a + K] = key
+                seq[b, a + d:a + d + K] = key
+                taken[a:a + K] = taken[a + d:a + d + K] = True
+                placed += 1
+        return seq[:, :-1], seq[:, 1:]
+    return batch
+
+
+def key_ids_of(vocab: str) -> torch.Tensor:
+    """Token ids of the key characters; the copy mixture needs all ten digits in the vocabulary."""
+    missing = [c for c in KEY_CHARS if c not in vocab]
+    if missing:
+        raise CorpusError(f"the copy mixture plants keys of digits, but the corpus lacks {''.join(missing)!r}; "
+                          f"use a corpus that contains every digit at least once")
+    return torch.tensor([vocab.index(c) for c in KEY_CHARS])
+
+
 # ----------------------------------------------------------------------------- training state (resume)
 
 STATE_FORMAT = "train_compare.state/1"
@@ -171,10 +253,13 @@ def state_identity(name: str, model: TinyLM, tc: TrainConfig, corpus: str, amp: 
 
 
 def identity_changes(saved: dict, now: dict) -> list:
-    """Names of the identity entries that differ, one level deep: ["train.seed", "corpus", ...]."""
+    """Names of the identity entries that differ, one level deep: ["train.seed", "corpus", ...].
+    A model field that the saved state lacks (added to GPTConfig since) counts as its default."""
     out = []
     for k in sorted(set(saved) | set(now)):
         a, b = saved.get(k), now.get(k)
+        if k == "model" and isinstance(a, dict):
+            a = {f.name: f.default for f in fields(GPTConfig) if f.name not in a} | a
         if isinstance(a, dict) and isinstance(b, dict):
             out += [f"{k}.{f}" for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
         elif a != b:
@@ -387,14 +472,18 @@ def build_variant(name: str, args, vocab: str, out: Path, device):
                 "n_embd": GPTConfig.n_embd, **settings["model"]}
     tc = settings["train"]
     if name in VARIANTS:
+        kw = {**model_kw, **VARIANTS[name]}
+        if kw.get("nope_every", 0) > kw["n_layer"]:  # e.g. irope under --quick (2 layers): its last layer
+            kw["nope_every"] = kw["n_layer"]
         torch.manual_seed(args.seed)
-        return TinyLM(GPTConfig(**model_kw, **VARIANTS[name])), tc, 0
+        return TinyLM(GPTConfig(**kw)), tc, 0
     ft = FINETUNES[name]
     parent_path = out / f"{ft['parent']}.pt"
     model, ck = tiny_lm.load_checkpoint(parent_path, make_with=f"python train_compare.py --variants {ft['parent']}")
     known = {f.name for f in fields(TrainConfig)}  # tolerate keys an older version saved
     tc_parent = TrainConfig(**{k: v for k, v in ck["extra"]["train_config"].items() if k in known})
-    model.set_rope_scaling(dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len))
+    if ft["rope_scaling"]:
+        model.set_rope_scaling(dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len))
     L = tc_parent.seq_len * ft["seq_len_mult"]
     tc = replace(tc_parent, seq_len=L, batch_size=max(1, tc_parent.batch_size // ft["seq_len_mult"]),
                  steps=max(1, int(tc_parent.steps * ft["steps_frac"])), lr=ft["lr"], warmup=ft["warmup"],
@@ -451,7 +540,8 @@ def parse_args(argv=None):
     gm, gt = gpu["model"], gpu["train"]
     p.add_argument("--variants", default=None,
                    help=f"comma-separated variants to train, in order (default: {','.join(DEFAULT_VARIANTS)}); "
-                        f"known: {','.join(all_names)}")
+                        f"known: {','.join(all_names)}; a family name stands for its list: "
+                        + "; ".join(f"{k} = {','.join(v)}" for k, v in FAMILIES.items()))
     p.add_argument("--steps", type=int, default=None,
                    help=f"optimizer steps per base variant (default {TrainConfig.steps}; {QUICK_TRAIN['steps']} "
                         f"with --quick, {gt['steps']} with --preset gpu)")
@@ -566,10 +656,12 @@ def main(argv=None) -> int:
             print(f"error: {msg}", file=sys.stderr)
         return 2
 
-    names = args.variants.split(",") if args.variants else list(DEFAULT_VARIANTS)
+    names = [m for n in args.variants.split(",") for m in FAMILIES.get(n, [n])] if args.variants \
+        else list(DEFAULT_VARIANTS)
     unknown = [n for n in names if n not in VARIANTS and n not in FINETUNES]
     if unknown:
-        return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(list(VARIANTS) + list(FINETUNES))}")
+        return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(list(VARIANTS) + list(FINETUNES))}"
+                     f" and the families {','.join(FAMILIES)}")
     msg = check_args(args, world, names)
     if msg:
         return error(msg)
@@ -642,15 +734,22 @@ def run_variants(args, argv, names, settings, device, say, error) -> int:
         run = RunConfig(amp=settings["amp"], fused=settings["fused"], compile=args.compile,
                         state_path=state_path, save_every=args.save_every, identity=identity)
         t0 = time.perf_counter()
+        batches = None
+        if is_copy(name):
+            try:
+                batches = copy_windows(train_ids, tc.seq_len, tc.batch_size, key_ids_of(vocab), tc.seed)
+            except CorpusError as e:
+                return error(f"{name}: {e}")
         try:
-            hist = train(model, train_ids, val_ids, tc, desc=name, device=device, run=run, resume=resume)
+            hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, run=run,
+                         resume=resume)
         except Interrupted as e:
             if rank == 0:
                 print(f"interrupted: {name} stopped after step {e.step} of {tc.steps}; training state saved to "
                       f"{e.path}\ncontinue with: {continue_command(argv, names, name)}", file=sys.stderr)
             return 128 + int(e.signum)
         wall = time.perf_counter() - t0 + (resume or {}).get("wall_s", 0.0)
-        extra = {"train_config": asdict(tc), "variant": name, "corpus": fingerprint, "wall_s": round(wall, 1),
+        extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text", "corpus": fingerprint, "wall_s": round(wall, 1),
                  "parent_step": parent_step, "tokens": tc.steps * tc.batch_size * tc.seq_len}
         if rank == 0:
             tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)

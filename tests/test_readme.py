@@ -6,13 +6,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_table_is_the_results_table():
+import pytest
+
+
+@pytest.mark.parametrize("name,script", [("extrapolation", "extrapolation_test.py"),
+                                         ("context_use", "long_context_test.py"),
+                                         ("retrieval", "long_context_test.py")])
+def test_readme_tables_are_the_results_tables(name, script):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start, end = "<!-- extrapolation-table:start -->", "<!-- extrapolation-table:end -->"
-    assert start in readme and end in readme, "README lost its table markers"
+    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
+    assert start in readme and end in readme, f"README lost its {name} table markers"
     block = readme.split(start, 1)[1].split(end, 1)[0].strip()
-    results = (ROOT / "results" / "extrapolation.md").read_text(encoding="utf-8").strip()
-    assert block == results, "README's table differs from results/extrapolation.md: rerun extrapolation_test.py"
+    results = (ROOT / "results" / f"{name}.md").read_text(encoding="utf-8").strip()
+    assert block == results, f"README's table differs from results/{name}.md: rerun {script}"
 
 
 def test_readme_quotes_measured_ratios():

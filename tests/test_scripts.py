@@ -25,12 +25,14 @@ def quick_run(tmp_path_factory):
     assert r.returncode == 0, r.stderr[-2000:]
     r2 = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(d / "res"))
     assert r2.returncode == 0, r2.stderr[-2000:]
+    r3 = run("long_context_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(d / "res"))
+    assert r3.returncode == 0, r3.stderr[-2000:]
     return d, r, r2
 
 
 def test_train_compare_writes_checkpoints_and_logs(quick_run):
     d, r, _ = quick_run
-    names = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn"]
+    names = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn", "rope_ft_none", "alibi_ft"]
     for n in names:
         assert (d / "ck" / f"{n}.pt").is_file(), f"no checkpoint for {n}"
     rows = list(csv.DictReader(open(d / "train" / "train_log.csv")))
@@ -61,8 +63,8 @@ def test_extrapolation_outputs_parse(quick_run):
             assert shown == pytest.approx(row[f"ppl_{L}"], abs=0.006), f"{row['variant']} at {L}"
             assert 1.0 < row[f"ppl_{L}"] < 200, row
     variants = [r["variant"] for r in data["rows"]]
-    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope+linear", "rope_ft_yarn",
-              "rope+ntk", "rope+ntk(4s)", "rope+ntk(16s)", "rope+dynamic"):
+    for v in ("none", "learned", "learned (clamped)", "sin", "rope", "alibi", "rope+yarn", "rope+linear",
+              "rope_ft_yarn", "rope+ntk", "rope+ntk(4s)", "rope+ntk(16s)", "rope+dynamic", "rope_ft_none", "alibi_ft"):
         assert v in variants
     by_name = {r["variant"]: r for r in data["rows"]}
     assert by_name["rope+dynamic"]["scaling_factor"] == "1" and by_name["rope+ntk(4s)"]["scaling_factor"] == "4s"
@@ -80,7 +82,10 @@ def test_extrapolation_outputs_parse(quick_run):
     # every length scores the same number of tokens, so the numbers are comparable
     assert data["meta"]["scored_tokens_per_length"] % lengths[-1] == 0
     curve = data["loss_vs_position"]["rope"]
-    assert len(curve) == lengths[-1]
+    assert len(curve["loss"]) == len(curve["minus_short"]) == lengths[-1]
+    # within the shortest length a long window and a short one see the same context: no difference
+    assert max(abs(v) for v in curve["minus_short"][:lengths[0]]) < 1e-4, "positions < shortest length differ"
+    assert "Julius Caesar" in (res / "extrapolation.md").read_text(), "the caption must name the scored plays"
     learned_md = next(ln for ln in body if ln.startswith("| learned |"))
     assert "†" in learned_md, "learned cells beyond the training length must be marked as untrained rows"
 
@@ -148,6 +153,46 @@ def test_bad_input_train_compare(tmp_path):
     msg = one_line_error(run("train_compare.py", "--quick", "--corpus", str(tmp_path / "tiny.txt"),
                              "--out", str(tmp_path)), 2)
     assert "too small" in msg
+
+
+def test_long_context_outputs(quick_run):
+    d, _, _ = quick_run
+    res = d / "res"
+    ctx = list(csv.DictReader(open(res / "context_use.csv")))
+    names = [r["variant"] for r in ctx]
+    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_yarn", "rope_ft_none", "alibi_ft"):
+        assert v in names, f"{v} missing from context_use.csv"
+    meta = json.loads((res / "context_use.json").read_text())["meta"]
+    for r in ctx:
+        for c in meta["contexts"]:
+            assert 0 < float(r[f"c{c}"]) < 10, r
+        assert int(r["effective_context"]) in meta["contexts"]
+    ret = list(csv.DictReader(open(res / "retrieval.csv")))
+    assert {r["variant"] for r in ret} >= {"none", "rope", "alibi", "rope_ft_yarn", "alibi_ft"}
+    dists = json.loads((res / "retrieval.json").read_text())["meta"]["distances"]
+    for r in ret:
+        for dd in dists:
+            assert -10 < float(r[f"gain_{dd}"]) < 10 and 0 <= float(r[f"exact_{dd}"]) <= 1, r
+    for f in ("context_use.png", "retrieval.png", "context_use.md", "retrieval.md"):
+        assert (res / f).stat().st_size > 200, f
+
+
+def test_bad_input_long_context(quick_run, tmp_path):
+    d, _, _ = quick_run
+    base = ("long_context_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(tmp_path / "r"))
+    msg = one_line_error(run(*base, "--contexts", "0,48,16"), 2)
+    assert "increasing" in msg
+    msg = one_line_error(run(*base, "--variants", "rope,zzz"), 2)
+    assert "zzz" in msg and "known" in msg
+    msg = one_line_error(run(*base, "--distances", "24,900000"), 2)
+    assert "validation text" in msg
+    msg = one_line_error(run(*base, "--contexts", "0,16,48,1000", "--variants", "learned"), 2)
+    assert "learned table" in msg
+    corpus = tmp_path / "other.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789. " * 1500)
+    msg = one_line_error(run(*base, "--corpus", str(corpus), "--variants", "rope"), 2)
+    assert "another corpus" in msg
+    assert not (tmp_path / "r").exists(), "a failed run wrote results"
 
 
 def test_bad_input_extrapolation(quick_run, tmp_path):
