@@ -137,7 +137,9 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
     """Score the same characters at every length: each block of max(lengths) characters is cut
     into windows of length L. Returns ({L: mean loss}, per-character losses {L: (blocks, L_max)}
     for the shortest and longest L, seconds). set_length(L), if given, runs before each length
-    (the training-free scalings set their factor there)."""
+    (the training-free scalings set their factor there); the shortest length's per-character
+    losses are then scored again under the longest length's scaling, so that the difference of
+    the two compares one model at two window lengths."""
     L_max, losses, per_char, t0 = lengths[-1], {}, {}, time.perf_counter()
     for L in tqdm(lengths, desc=desc, leave=False, file=sys.stderr):
         if set_length:
@@ -146,8 +148,12 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
         seqs = torch.stack([val_ids[s:s + L + 1] for s in starts])        # (windows, L + 1)
         per_pos = token_losses(model, seqs, max(1, batch_tokens // L))   # (windows, L)
         losses[L] = per_pos.mean().item()
-        if L in (lengths[0], L_max) and L_max % L == 0:
+        if L in (lengths[0], L_max):
             per_char[L] = per_pos.reshape(len(blocks), -1)               # (blocks, L_max): block order kept
+    if set_length and len(lengths) > 1:  # the short-window reference of a scaled row uses the long row's scaling
+        L = lengths[0]
+        seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
+        per_char[L] = token_losses(model, seqs, max(1, batch_tokens // L)).reshape(len(blocks), -1)
     return losses, per_char, time.perf_counter() - t0
 
 
@@ -462,15 +468,17 @@ def plot(results: Path, rows, curves, lengths) -> None:
     L = lengths[-1]
     bins = torch.unique(torch.logspace(0, math.log10(L), 60).long().clamp(1, L))  # log-spaced bin edges
     xs = [(a + b) / 2 for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
+    palette = iter(plt.get_cmap("tab20").colors[::2] + plt.get_cmap("tab20").colors[1::2])  # 20 distinct colours
     for r in rows:
         if r["variant"] not in ("none", "learned", "learned (clamped)", "sin", "rope", "alibi", "rope+yarn",
                                 "rope_ft_yarn", "irope", "rope_partial25", "rope_p75"):
             continue  # keep the plot readable
+        color = next(palette)
         for ax, key in zip(axes, ("loss", "minus_short")):
             c = torch.tensor(curves[r["variant"]][key])
             ys = [c[a - 1:b - 1].mean().item() if b > a else c[a - 1].item()
                   for a, b in zip(bins[:-1].tolist(), bins[1:].tolist())]
-            ax.plot(xs, ys, label=r["variant"])
+            ax.plot(xs, ys, label=r["variant"], color=color)
     for ax in axes:
         ax.axvline(train_len, color="grey", ls=":", lw=1)
         ax.set_xscale("log")

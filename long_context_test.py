@@ -349,6 +349,7 @@ def plot_context(results: Path, rows, meta) -> None:
     if meta["train_len"]:
         ax.axvline(meta["train_len"], color="grey", ls=":", lw=1, label=f"context = training length")
     ax.set_xscale("symlog", linthresh=max(1, cs[1] if len(cs) > 1 else 1))
+    ax.set_xlim(-0.1 * max(1, cs[1] if len(cs) > 1 else 1), cs[-1] * 1.15)
     ax.set_xticks(cs, [str(c) for c in cs])
     ax.set_xlabel("visible context before the targets (characters)")
     ax.set_ylabel(f"loss on the same {meta['target_len']}-character targets (nats/char)")
@@ -356,7 +357,7 @@ def plot_context(results: Path, rows, meta) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     lo = min(min(r[f"c{c}"] for c in cs) for r in rows)
-    ax.set_ylim(lo - 0.05, min(ax.get_ylim()[1], lo + 1.5))
+    ax.set_ylim(lo - 0.05, min(ax.get_ylim()[1], lo + 1.2))  # curves that leave the top are broken
     fig.tight_layout()
     fig.savefig(results / "context_use.png", dpi=120)
     plt.close(fig)
@@ -380,6 +381,7 @@ def plot_retrieval(results: Path, by: dict, meta) -> None:
     axes[0].axhline(0, color="black", lw=0.8)
     axes[0].set_ylabel("copy gain (nats/char): control loss - repeat loss")
     axes[0].set_title("Retrieval at distance: does the repeat get cheaper?")
+    axes[1].set_ylim(-0.05, 1.05)  # the full scale: a model that copies reaches 1
     axes[1].set_ylabel("greedy exact match of characters 2..K")
     axes[1].set_title("... and is it reproduced exactly? (solid: copy family, dotted: text-trained)")
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
