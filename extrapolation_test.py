@@ -444,7 +444,11 @@ def plot(results: Path, rows, curves, lengths) -> None:
     train_len = rows[0]["train_len"]
     fig, ax = plt.subplots(figsize=(9.5, 6))
     colors = plt.get_cmap("tab20").colors
-    for i, r in enumerate(rows):
+    seeds = [r for r in rows if "[" in r["variant"]]  # other seeds: thin grey, one legend entry
+    for j, r in enumerate(seeds):
+        ax.plot(lengths, [r[f"ppl_{L}"] for L in lengths], "-", lw=0.8, color="0.7",
+                label="other seeds (table)" if j == 0 else None)
+    for i, r in enumerate(r for r in rows if r not in seeds):
         style = "-" if "+" not in r["variant"] and not r["finetune"] else ("--" if not r["finetune"] else "-.")
         ax.plot(lengths, [r[f"ppl_{L}"] for L in lengths], style, marker="o", ms=4, label=r["variant"],
                 color=colors[(2 * i) % 20 + (2 * i) // 20 % 2])
