@@ -141,19 +141,20 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
     losses are then scored again under the longest length's scaling, so that the difference of
     the two compares one model at two window lengths."""
     L_max, losses, per_char, t0 = lengths[-1], {}, {}, time.perf_counter()
+
+    def per_position(L):  # every window of length L in every block, in block order: (windows, L)
+        seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
+        return token_losses(model, seqs, max(1, batch_tokens // L))
+
     for L in tqdm(lengths, desc=desc, leave=False, file=sys.stderr):
         if set_length:
             set_length(L)
-        starts = [b + j * L for b in blocks for j in range(L_max // L)]
-        seqs = torch.stack([val_ids[s:s + L + 1] for s in starts])        # (windows, L + 1)
-        per_pos = token_losses(model, seqs, max(1, batch_tokens // L))   # (windows, L)
+        per_pos = per_position(L)
         losses[L] = per_pos.mean().item()
         if L in (lengths[0], L_max):
-            per_char[L] = per_pos.reshape(len(blocks), -1)               # (blocks, L_max): block order kept
+            per_char[L] = per_pos.reshape(len(blocks), -1)  # (blocks, L_max): block order kept
     if set_length and len(lengths) > 1:  # the short-window reference of a scaled row uses the long row's scaling
-        L = lengths[0]
-        seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
-        per_char[L] = token_losses(model, seqs, max(1, batch_tokens // L)).reshape(len(blocks), -1)
+        per_char[lengths[0]] = per_position(lengths[0]).reshape(len(blocks), -1)
     return losses, per_char, time.perf_counter() - t0
 
 

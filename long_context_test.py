@@ -37,7 +37,8 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from extrapolation_test import SCALINGS, add_common_flags, fail, load_checked, scaling_at, token_losses, update_readme
+from extrapolation_test import (SCALINGS, add_common_flags, fail, load_checked, scaling_at, spread_blocks,
+                                token_losses, update_readme)
 from train_compare import FINETUNES, VARIANTS, TrainConfig, is_copy, key_ids_of
 
 KEY_AT = 32      # where the first copy of the key starts (real text before it)
@@ -63,8 +64,8 @@ def bootstrap_ci(x: torch.Tensor, n: int = 1000, seed: int = 0):
 def context_use(model, val_ids, contexts, T: int, n_spans: int, batch_tokens: int, set_length=None):
     """Loss on the same n_spans target spans of T characters for each visible context c.
     Returns (n_spans, len(contexts)): mean loss over each span's T targets, in nats/char."""
-    first, last = contexts[-1], val_ids.numel() - T - 1
-    starts = [round(first + i * (last - first) / max(1, n_spans - 1)) for i in range(n_spans)]
+    # evenly spread from the first target with contexts[-1] characters before it to the end
+    starts = [contexts[-1] + p for p in spread_blocks(val_ids.numel() - contexts[-1], T, n_spans)]
     cols = []
     for c in contexts:
         if set_length:
@@ -215,7 +216,7 @@ def main(argv=None) -> int:
     val_ids = tiny_lm.CharTokenizer(vocab).encode(val_text)
     fingerprint = tiny_lm.corpus_fingerprint(train_text + val_text)
     longest = max(contexts[-1] + T, KEY_AT + distances[-1] + K)
-    if contexts[-1] + T + n_spans > val_ids.numel() or KEY_AT + distances[-1] + K + 2 > val_ids.numel():
+    if contexts[-1] + n_spans * T + 1 > val_ids.numel() or KEY_AT + distances[-1] + K + 2 > val_ids.numel():
         fail(f"the validation text has {val_ids.numel():,} characters, too few for a context of {contexts[-1]} "
              f"plus {T} targets or a distance of {distances[-1]}; use smaller --contexts / --distances")
     try:

@@ -191,8 +191,7 @@ def random_windows(ids: torch.Tensor, T: int, B: int):
 
 
 # Keys are digits: the plays hold almost none (at most 4 of each), so the first copy is the only
-# earlier place a key's characters occur. Lowercase keys (tried first) were never learned in
-# 1,100 steps: letters are everywhere in the text (README, "Retrieval at distance").
+# earlier place a key's characters occur; letters are everywhere in the text.
 KEY_CHARS = "0123456789"
 
 
@@ -749,8 +748,9 @@ def run_variants(args, argv, names, settings, device, say, error) -> int:
                       f"{e.path}\ncontinue with: {continue_command(argv, names, name)}", file=sys.stderr)
             return 128 + int(e.signum)
         wall = time.perf_counter() - t0 + (resume or {}).get("wall_s", 0.0)
-        extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text", "corpus": fingerprint, "wall_s": round(wall, 1),
-                 "parent_step": parent_step, "tokens": tc.steps * tc.batch_size * tc.seq_len}
+        extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
+                 "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
+                 "tokens": tc.steps * tc.batch_size * tc.seq_len}
         if rank == 0:
             tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
             state_path.unlink(missing_ok=True)
