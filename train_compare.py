@@ -195,14 +195,51 @@ def random_windows(ids: torch.Tensor, T: int, B: int):
 KEY_CHARS = "0123456789"
 
 
+def plant_keys(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, key_len=(32, 96), n_keys: int = 1,
+               copies: int = 2, max_gap: int = None) -> list:
+    """Overwrite row (one window, T + 1 tokens) in place with up to n_keys random keys of
+    key_len = (min, max) characters drawn from key_ids, each written `copies` times.
+    Two copies with max_gap=None (the copy mixture): the second starts d characters after the
+    first, d uniform over what fits. Otherwise consecutive copies are 0..max_gap characters
+    apart (max_gap=None: as far as fits). A key that would overlap one already planted is
+    redrawn, up to 8 times. Returns [(starts, K)] of the keys planted."""
+    n, planted, tries = row.numel(), [], 0
+    taken = torch.zeros(n, dtype=torch.bool)
+    while len(planted) < n_keys and tries < 8 * n_keys:
+        tries += 1
+        K = int(torch.randint(key_len[0], key_len[1] + 1, (1,), generator=g))
+        if copies == 2 and max_gap is None:
+            d = int(torch.randint(K, n + 1 - K, (1,), generator=g))      # K <= d <= n - K: no overlap
+            starts = [int(torch.randint(0, n + 1 - K - d, (1,), generator=g))]  # a + d + K <= n: both fit
+            starts.append(starts[0] + d)
+        else:
+            room = n - copies * K  # characters left for the gaps and the lead-in
+            if room < 0:
+                raise ValueError(f"{copies} copies of a {K}-character key do not fit in a window of {n}")
+            G = room // (copies - 1) if max_gap is None else min(max_gap, room // (copies - 1))
+            gaps = torch.randint(0, G + 1, (copies - 1,), generator=g).tolist()
+            a = int(torch.randint(0, room - sum(gaps) + 1, (1,), generator=g))
+            starts = [a + i * K + sum(gaps[:i]) for i in range(copies)]
+        if any(taken[s:s + K].any() for s in starts):
+            continue  # would overwrite a key already planted
+        key = key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
+        for s in starts:
+            row[s:s + K] = key
+            taken[s:s + K] = True
+        planted.append((starts, K))
+    return planted
+
+
 def copy_windows(ids: torch.Tensor, T: int, B: int, key_ids: torch.Tensor, seed: int,
-                 frac: float = 1.0, key_len=(32, 96), n_keys: int = 1):
+                 frac: float = 1.0, key_len=(32, 96), n_keys: int = 1, copies: int = 2, max_gap: int = None,
+                 synthetic: float = 0.0, near_frac: float = 1.0):
     """The copy mixture (Kazemnejad et al. 2023's synthetic-task idea on real text): the same
-    windows as random_windows, and in a fraction `frac` of them up to n_keys random keys of
-    key_len digits each overwrite the text twice, the second copy starting d characters
-    after the first, d uniform over what fits in the window (a pair that would overlap one
-    already planted is redrawn, up to 8 times). Predicting a second copy needs attention
-    back over d characters; nothing else in Shakespeare pays for that.
+    windows as random_windows, and in a fraction `frac` of them keys planted by plant_keys
+    (defaults: one key of 32-96 digits, twice, at a random distance). Predicting a later copy
+    needs attention back over the distance; nothing else in Shakespeare pays for that.
+    synthetic > 0 (copy_calibration.py only): that fraction of windows is first replaced
+    by random key characters, so the copies sit in noise instead of text. near_frac < 1: only
+    that fraction of planted windows uses max_gap, the others place their copies anywhere.
 
     The planting draws from its own generator, seeded by (seed, step), so the windows are
     exactly those the main models see and a resumed run plants the same keys."""
@@ -212,20 +249,12 @@ def copy_windows(ids: torch.Tensor, T: int, B: int, key_ids: torch.Tensor, seed:
         x, y = windows(step, gen)                    # (B, T) each
         seq = torch.cat([x, y[:, -1:]], dim=1)       # (B, T + 1): the whole window
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        if synthetic > 0:
+            for b in torch.nonzero(torch.rand(B, generator=g) < synthetic).flatten().tolist():
+                seq[b] = key_ids[torch.randint(0, key_ids.numel(), (T + 1,), generator=g)]
         for b in torch.nonzero(torch.rand(B, generator=g) < frac).flatten().tolist():
-            taken, placed, tries = torch.zeros(T + 1, dtype=torch.bool), 0, 0
-            while placed < n_keys and tries < 8 * n_keys:
-                tries += 1
-                K = int(torch.randint(key_len[0], key_len[1] + 1, (1,), generator=g))
-                d = int(torch.randint(K, T + 2 - K, (1,), generator=g))      # K <= d <= T + 1 - K: no overlap
-                a = int(torch.randint(0, T + 2 - K - d, (1,), generator=g))  # a + d + K <= T + 1: both fit
-                if taken[a:a + K].any() or taken[a + d:a + d + K].any():
-                    continue  # would overwrite a key already planted
-                key = key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
-                seq[b, a:a + K] = key
-                seq[b, a + d:a + d + K] = key
-                taken[a:a + K] = taken[a + d:a + d + K] = True
-                placed += 1
+            near = near_frac >= 1 or float(torch.rand(1, generator=g)) < near_frac  # no draw by default
+            plant_keys(seq[b], g, key_ids, key_len, n_keys, copies, max_gap if near else None)
         return seq[:, :-1], seq[:, 1:]
     return batch
 
@@ -338,7 +367,8 @@ def shard(batch: torch.Tensor, rank: int, world: int) -> torch.Tensor:
 
 
 def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train",
-          device=torch.device("cpu"), batches=None, run: RunConfig = None, resume: dict = None) -> dict:
+          device=torch.device("cpu"), batches=None, run: RunConfig = None, resume: dict = None,
+          probe=None) -> dict:
     """Train in place; returns the loss history. Batches come from a generator seeded with
     tc.seed only, so every model trained with the same TrainConfig sees the same windows.
 
@@ -346,7 +376,8 @@ def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train
     train_ids, tc.seq_len, tc.batch_size). A target of -100 (cross_entropy's ignore_index)
     adds no loss. val_ids=None skips validation (val_loss entries are None).
     run: how to run (RunConfig: precision, fused AdamW, compile, where and how often to save
-    the state). resume: a state from load_state() to continue from.
+    the state). resume: a state from load_state() to continue from. probe: a function
+    model -> dict, called at every evaluation point; its answers go to hist["probe"].
     Under torch.distributed (torchrun), rank r trains on windows r::world of every global batch
     and DistributedDataParallel averages the gradients: the same update as one process."""
     run, device = run or RunConfig(), torch.device(device)
@@ -404,6 +435,8 @@ def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train
                                                                           tc.eval_windows).mean().item()
                 for k, v in zip(hist, (step + 1, run_loss / run_n, val, tok_s)):
                     hist[k].append(v)
+                if probe is not None:
+                    hist.setdefault("probe", []).append(probe(model))
                 bar.set_postfix(loss=f"{run_loss / run_n:.3f}", val="-" if val is None else f"{val:.3f}",
                                 tok_s=f"{tok_s:,.0f}")
                 run_loss, run_n, run_tokens, t0 = 0.0, 0, 0, time.perf_counter()
