@@ -11,7 +11,8 @@ import pytest
 
 @pytest.mark.parametrize("name,script", [("extrapolation", "extrapolation_test.py"),
                                          ("context_use", "long_context_test.py"),
-                                         ("retrieval", "long_context_test.py")])
+                                         ("retrieval", "long_context_test.py"),
+                                         ("copy_calibration", "copy_calibration.py")])
 def test_readme_tables_are_the_results_tables(name, script):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"

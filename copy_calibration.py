@@ -1,0 +1,293 @@
+"""Can a copy mixture teach our tiny models to copy within the main recipe? (issue: calibrate
+the copy family before training it.)
+
+The retrieval test in long_context_test.py reads zero on every model, including rope_copy,
+which trained on a mixture with keys planted twice. Before training a whole `<scheme>_copy`
+family, this script asks whether ANY reasonable mixture makes the model copy within the
+main recipe's 1,100 steps, and (the *_4x rows, 4,400 steps) whether it does with 4x more.
+It trains RoPE (by default) once per mixture, with the recipe of train_compare.py (same
+learning rate, schedule, windows), and every 100 steps probes:
+
+  own gain   on 32 validation windows planted like the training windows: the loss of
+             characters 2..K of the first copy of each key minus that of its later copies
+             (nats/char). A model that copies drives later copies toward 0 nats; one that
+             does not pays for them what it pays for the first copy (gain 0).
+  retrieval  long_context_test.retrieval() with keys from the mixture's alphabet: a 10-char
+             key at 32 and again at 32 + d (d = 32, 128, 200), gain over a control key and
+             greedy exact match, 32 trials each.
+
+Copying an arbitrary string needs an induction circuit: one head writes "the character
+before me" into each position, a second head matches that against the current character
+and copies what follows (Olsson et al. 2022, "In-context learning and induction heads").
+It appears abruptly after a plateau; this script measures whether the plateau ends inside
+our budget.
+
+    python copy_calibration.py                        # every mixture: ~5 min each, ~18 for *_4x (~90 min)
+    python copy_calibration.py --mixtures synthetic   # one of them
+    python copy_calibration.py --quick                # smoke run under runs/quick/
+"""
+import argparse
+import csv
+import io
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import tiny_lm
+from extrapolation_test import fail, spread_blocks, token_losses, update_readme
+from long_context_test import retrieval
+from tiny_lm import GPTConfig, TinyLM
+from train_compare import KEY_CHARS, QUICK_MODEL, QUICK_TRAIN, TrainConfig, copy_windows, plant_keys, train
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """One copy mixture: where keys come from and how they are planted (train_compare.plant_keys)."""
+    alphabet: str                 # a name in alphabets()
+    key_len: tuple                # (min, max) characters per key
+    frac: float = 1.0             # fraction of windows that get keys
+    n_keys: int = 1               # keys per window
+    copies: int = 2               # copies of each key
+    max_gap: int = None           # characters between consecutive copies at most (None: anywhere)
+    synthetic: float = 0.0        # fraction of windows that are random characters instead of text
+    near_frac: float = 1.0        # with max_gap: the fraction of planted windows that use it (the rest: anywhere)
+    steps: int = None             # None: the recipe's (1100); a longer schedule asks "how long until it copies?"
+    lr: float = None              # None: the recipe's
+    weight_decay: float = None
+    what: str = ""
+
+
+MIXTURES = {
+    "digits_long": Mixture("digits", (32, 96), what="rope_copy's mixture: one key of 32-96 digits, twice, every window"),
+    "digits_long_4x": Mixture("digits", (32, 96), steps=4400,
+                              what="the same for 4,400 steps (4x the recipe; cosine schedule stretched)"),
+    "letters_half": Mixture("lower", (8, 12), frac=0.5, what="8-12 lowercase letters, twice, in half the windows"),
+    "digits_4keys": Mixture("digits", (8, 16), n_keys=4, what="up to 4 keys of 8-16 digits, twice each"),
+    "rare_near": Mixture("rare", (10, 10), max_gap=16,
+                         what="10 of the 18 rarest characters, the copy at most 16 characters after the key"),
+    "rare_near_4x": Mixture("rare", (10, 10), max_gap=16, steps=4400, what="rare_near for 4,400 steps"),
+    "rare_mixed_4x": Mixture("rare", (10, 10), max_gap=16, near_frac=0.5, steps=4400,
+                             what="rare_near's keys, but in half the windows the copy goes anywhere; 4,400 steps"),
+    "all_4copies": Mixture("all", (16, 16), copies=4, what="16 characters of any kind, 4 copies, every window"),
+    "synthetic": Mixture("all", (24, 24), copies=4, synthetic=1.0,
+                         what="no text: random characters, a 24-character key written 4 times"),
+    "synthetic_lr1e-3": Mixture("all", (24, 24), copies=4, synthetic=1.0, lr=1e-3, weight_decay=0.0,
+                                what="the same at lr 1e-3 without weight decay (not the recipe)"),
+}
+RETRIEVAL_D = (32, 128, 200)
+RETRIEVAL_K = 10
+
+
+def alphabets(train_text: str, vocab: str) -> dict:
+    """Key alphabets by name. Digits are nearly absent from Shakespeare, letters everywhere;
+    "rare" is the 18 least frequent characters of the training text (digits, $, brackets...)."""
+    counts = Counter(train_text)
+    rare = "".join(sorted(sorted(vocab, key=lambda c: (counts[c], c))[:18]))
+    return {"digits": KEY_CHARS, "lower": "abcdefghijklmnopqrstuvwxyz", "rare": rare,
+            "all": vocab.replace("\n", "")}
+
+
+def probe_windows(val_ids, T: int, mix: Mixture, key_ids, seed: int, n: int = 32):
+    """n validation windows of T + 1 tokens, spread over the text, planted like training
+    windows (every one gets keys). Returns (seqs (n, T + 1), [(row, starts, K)])."""
+    g = torch.Generator().manual_seed(seed + 777)
+    seqs = torch.stack([val_ids[s:s + T + 1] for s in spread_blocks(val_ids.numel(), T, n)]).clone()  # (n, T+1)
+    keys = []
+    for r in range(n):
+        if torch.rand(1, generator=g).item() < mix.synthetic:
+            seqs[r] = key_ids[torch.randint(0, key_ids.numel(), (T + 1,), generator=g)]
+        near = mix.near_frac >= 1 or torch.rand(1, generator=g).item() < mix.near_frac
+        for starts, K in plant_keys(seqs[r], g, key_ids, mix.key_len, mix.n_keys, mix.copies,
+                                    mix.max_gap if near else None):
+            keys.append((r, starts, K))
+    return seqs, keys
+
+
+def own_gain(model, seqs, keys) -> dict:
+    """Loss on characters 2..K of first copies vs later copies, averaged over keys (nats/char)."""
+    loss = token_losses(model, seqs, batch_size=16)  # (n, T): loss[r, t] is for predicting seqs[r, t + 1]
+    # characters 2..K of a copy starting at s are the targets of positions s .. s + K - 2
+    first = torch.stack([loss[r, st[0]:st[0] + K - 1].mean() for r, st, K in keys])
+    later = torch.stack([torch.stack([loss[r, s:s + K - 1].mean() for s in st[1:]]).mean() for r, st, K in keys])
+    return {"first": first.mean().item(), "later": later.mean().item(), "gain": (first - later).mean().item()}
+
+
+def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: int, device, quick: bool) -> dict:
+    """Train one model on the mixture with probes; returns the record saved for it."""
+    train_ids, val_ids, key_ids, vocab_size = data
+    torch.manual_seed(tc.seed)
+    model = TinyLM(GPTConfig(vocab_size=vocab_size, **mcfg))
+    seqs, keys = probe_windows(val_ids, tc.seq_len, mix, key_ids, seed)
+    distances = (24, 48) if quick else RETRIEVAL_D
+    K = 6 if quick else RETRIEVAL_K
+
+    def probe(m) -> dict:
+        out = {"own": own_gain(m, seqs, keys)}
+        for r in retrieval(m, val_ids, distances, K, 4 if quick else 32, key_ids, seed, 16384):
+            out[f"d{r['distance']}"] = {k: round(r[k], 4) for k in ("gain", "gain_lo", "gain_hi", "exact")}
+        return out
+
+    batches = copy_windows(train_ids, tc.seq_len, tc.batch_size, key_ids, tc.seed, frac=mix.frac,
+                           key_len=mix.key_len, n_keys=mix.n_keys, copies=mix.copies, max_gap=mix.max_gap,
+                           synthetic=mix.synthetic, near_frac=mix.near_frac)
+    t0 = time.perf_counter()
+    hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, probe=probe)
+    copyable = sum((len(st) - 1) * (K_ - 1) for _, st, K_ in keys) / seqs[:, 1:].numel()
+    return {"mixture": name, "config": asdict(mix), "train": asdict(tc), "model": mcfg, "hist": hist,
+            "copyable": copyable, "trials": 4 if quick else 32, "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mixtures", default=",".join(MIXTURES), help=f"comma-separated, from: {', '.join(MIXTURES)}")
+    p.add_argument("--pos", default="rope", choices=tiny_lm.SCHEMES, help="position scheme of the model (default rope)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's, 1100)")
+    p.add_argument("--out", default=None, help="one JSON per finished mixture; a rerun skips those "
+                                               "(default runs/copy_calibration, runs/quick/copy_calibration with --quick)")
+    p.add_argument("--results", default=None, help="output folder (default results/, runs/quick/results with --quick)")
+    p.add_argument("--force", action="store_true", help="retrain mixtures that already have a JSON in --out")
+    p.add_argument("--seed", type=int, default=0, help="seed of the probe windows and keys")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
+    p.add_argument("--corpus", default=None, help="a UTF-8 text file instead of the default Shakespeare")
+    p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 30 steps, under runs/quick/")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    q = args.quick
+    names = [n for n in args.mixtures.split(",") if n]
+    bad = [n for n in names if n not in MIXTURES]
+    if bad or not names:
+        fail(f"unknown mixture(s) {','.join(bad) or '(none given)'}; known: {','.join(MIXTURES)}")
+    out = Path(args.out or ("runs/quick/copy_calibration" if q else "runs/copy_calibration"))
+    results = Path(args.results or ("runs/quick/results" if q else "results"))
+    base = replace(TrainConfig(), **QUICK_TRAIN) if q else TrainConfig()
+    if args.steps is not None:
+        if args.steps < 1:
+            fail(f"--steps must be positive, got {args.steps}")
+        base = replace(base, steps=args.steps, warmup=min(base.warmup, args.steps))
+    mcfg = {"pos": args.pos, **(QUICK_MODEL if q else {})}
+    try:
+        device = tiny_lm.pick_device(args.device)
+        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
+    except (ValueError, tiny_lm.CorpusError) as e:
+        fail(str(e))
+    tok = tiny_lm.CharTokenizer(vocab)
+    train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
+    alpha = alphabets(train_text, vocab)
+    longest = max(32 * (base.seq_len + 1), max((24, 48) if q else RETRIEVAL_D) + 32 + RETRIEVAL_K + 2)
+    if val_ids.numel() < longest:
+        fail(f"the validation text has {val_ids.numel():,} characters; the probes need {longest:,}")
+    out.mkdir(parents=True, exist_ok=True)
+    records = {}
+    for name in tqdm(names, desc="mixtures", file=sys.stderr):
+        mix = MIXTURES[name]
+        missing = [c for c in alpha[mix.alphabet] if c not in vocab]
+        if missing:
+            fail(f"mixture {name} needs the characters {''.join(missing)!r}, which the corpus lacks; pick other mixtures")
+        if q:  # keys must fit the 64-character quick windows
+            k_max = (base.seq_len + 1) // (mix.copies + 1)
+            mix = replace(mix, key_len=(min(mix.key_len[0], k_max), min(mix.key_len[1], k_max)),
+                          max_gap=None if mix.max_gap is None else min(mix.max_gap, 8))
+        over = {"lr": mix.lr, "weight_decay": mix.weight_decay, "steps": None if q or args.steps else mix.steps}
+        tc = replace(base, **{k: v for k, v in over.items() if v is not None})
+        path = out / f"{name}.json"
+        if path.exists() and not args.force:
+            rec = json.loads(path.read_text())
+            saved = {**asdict(Mixture("", ())), **rec.get("config", {})}  # a field added since counts as its default
+            as_json = lambda d: json.loads(json.dumps(d))  # tuples -> lists, as stored
+            if as_json(saved) != as_json(asdict(mix)) or rec.get("train") != asdict(tc) \
+                    or rec.get("model") != mcfg:
+                fail(f"{path} was made with other settings; rerun with --force to redo it, or delete it")
+            tqdm.write(f"{name}: reusing {path}", file=sys.stderr)
+        else:
+            key_ids = tok.encode(alpha[mix.alphabet])
+            rec = calibrate(name, mix, tc, mcfg, (train_ids, val_ids, key_ids, len(vocab)), args.seed, device, q)
+            tiny_lm.atomic_write_text(path, json.dumps(rec, indent=1))
+        records[name] = rec
+    write_outputs(results, records)
+    here = Path(__file__).resolve().parent
+    if results.resolve() == (here / "results").resolve():
+        update_readme(here / "README.md", (results / "copy_calibration.md").read_text(encoding="utf-8"),
+                      "<!-- copy_calibration-table:start -->", "<!-- copy_calibration-table:end -->")
+    print(f"wrote {results}/copy_calibration.csv, .md, .json, .png")
+    return 0
+
+
+# ----------------------------------------------------------------------------- outputs
+
+def summary(rec: dict) -> dict:
+    """One row: the last probe, and the best own gain reached at any probe (a transient counts).
+    copyable: the share of training targets that a copy could predict (later copies, characters 2..K)."""
+    last, probes = rec["hist"]["probe"][-1], rec["hist"]["probe"]
+    ds = [k for k in last if k.startswith("d")]
+    row = {"mixture": rec["mixture"], "steps": rec["train"]["steps"], "lr": rec["train"]["lr"],
+           "copyable": round(rec["copyable"] * rec["config"]["frac"], 3), "text_val_loss": round(rec["hist"]["val_loss"][-1], 4),
+           "first_copy_loss": round(last["own"]["first"], 4), "later_copy_loss": round(last["own"]["later"], 4),
+           "own_gain": round(last["own"]["gain"], 4), "best_own_gain": round(max(p["own"]["gain"] for p in probes), 4)}
+    for d in ds:
+        row[f"gain_{d}"], row[f"exact_{d}"] = last[d]["gain"], last[d]["exact"]
+    row["seconds"] = rec["seconds"]
+    return row
+
+
+def write_outputs(results: Path, records: dict) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    rows = [summary(r) for r in records.values()]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    tiny_lm.atomic_write_text(results / "copy_calibration.csv", buf.getvalue())
+    ds = [k[5:] for k in rows[0] if k.startswith("gain_")]
+    lines = ["| mixture | what | copyable targets | text val loss | first copy | later copies | own gain "
+             "(best at any step) | " + " | ".join(f"retrieval {d[1:]}: gain / exact" for d in ds) + " |",
+             "|---" * (7 + len(ds)) + "|"]
+    for r, rec in zip(rows, records.values()):
+        lines.append(f"| {r['mixture']} | {rec['config']['what']} | {r['copyable']:.0%} | {r['text_val_loss']:.3f} | "
+                     f"{r['first_copy_loss']:.2f} | {r['later_copy_loss']:.2f} | {r['own_gain']:+.2f} "
+                     f"({r['best_own_gain']:+.2f}) | "
+                     + " | ".join(f"{r[f'gain_{d}']:+.2f} / {r[f'exact_{d}']:.0%}" for d in ds) + " |")
+    steps = sorted({r["steps"] for r in rows})
+    lines.append(f"\nEach row: {'/'.join(map(str, steps))} training steps of a {records[next(iter(records))]['model']['pos']} "
+                 f"model with the recipe of train_compare.py (except where *what* says otherwise). Losses in nats/char "
+                 f"on characters 2..K of 32 planted validation windows at the last step; own gain = first copy minus "
+                 f"later copies; retrieval = long_context_test's passkey with keys from the mixture's alphabet, "
+                 f"{records[next(iter(records))]['trials']} trials per distance. Produced by `python copy_calibration.py`.")
+    tiny_lm.atomic_write_text(results / "copy_calibration.md", "\n".join(lines) + "\n")
+    tiny_lm.atomic_write_text(results / "copy_calibration.json", json.dumps(
+        {"rows": rows, "curves": {n: {"step": r["hist"]["step"], "probe": r["hist"]["probe"],
+                                      "val_loss": r["hist"]["val_loss"]} for n, r in records.items()}}, indent=1))
+    plot(results, records)
+
+
+def plot(results: Path, records: dict) -> None:
+    """(a) own gain, then one panel per passkey distance, each against the training step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    first = next(iter(records.values()))["hist"]["probe"][0]
+    ds = [k for k in first if k.startswith("d")]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True)
+    panels = [("own", "(a) own mixture: first copy minus later copies")] + \
+             [(d, f"({'bcd'[i]}) passkey at d = {d[1:]}: control minus repeat") for i, d in enumerate(ds[:3])]
+    for ax, (key, title) in zip(axes.flat, panels):
+        for name, rec in records.items():
+            ax.plot(rec["hist"]["step"], [p[key]["gain"] for p in rec["hist"]["probe"]], marker=".", ms=3, label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.grid(alpha=0.3)
+        ax.set(title=title, xlabel="training step", ylabel="copy gain (nats/char)")
+    axes.flat[0].legend(fontsize=8)
+    tiny_lm.atomic_write(results / "copy_calibration.png", lambda tmp: fig.savefig(tmp, format="png", dpi=100))
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
