@@ -118,8 +118,10 @@ def own_gain(model, seqs, keys) -> dict:
     return {"first": first.mean().item(), "later": later.mean().item(), "gain": (first - later).mean().item()}
 
 
-def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: int, device, quick: bool) -> dict:
-    """Train one model on the mixture with probes; returns the record saved for it."""
+def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: int, device, quick: bool,
+              weights: Path) -> dict:
+    """Train one model on the mixture with probes; returns the record saved for it. The final
+    weights go to `weights` ({"model": state_dict, "config": GPTConfig fields}) for inspection."""
     train_ids, val_ids, key_ids, vocab_size = data
     torch.manual_seed(tc.seed)
     model = TinyLM(GPTConfig(vocab_size=vocab_size, **mcfg))
@@ -138,6 +140,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
                            synthetic=mix.synthetic, near_frac=mix.near_frac)
     t0 = time.perf_counter()
     hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, probe=probe)
+    tiny_lm.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": asdict(model.cfg)}, tmp))
     copyable = sum((len(st) - 1) * (K_ - 1) for _, st, K_ in keys) / seqs[:, 1:].numel()
     return {"mixture": name, "config": asdict(mix), "train": asdict(tc), "model": mcfg, "hist": hist,
             "copyable": copyable, "trials": 4 if quick else 32, "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
@@ -209,9 +212,14 @@ def main(argv=None) -> int:
             tqdm.write(f"{name}: reusing {path}", file=sys.stderr)
         else:
             key_ids = tok.encode(alpha[mix.alphabet])
-            rec = calibrate(name, mix, tc, mcfg, (train_ids, val_ids, key_ids, len(vocab)), args.seed, device, q)
+            rec = calibrate(name, mix, tc, mcfg, (train_ids, val_ids, key_ids, len(vocab)), args.seed, device, q,
+                            out / f"{name}.pt")
             tiny_lm.atomic_write_text(path, json.dumps(rec, indent=1))
         records[name] = rec
+    for name in MIXTURES:  # the tables cover every finished mixture, not only those named this time
+        if name not in records and (out / f"{name}.json").exists():
+            records[name] = json.loads((out / f"{name}.json").read_text())
+    records = {n: records[n] for n in MIXTURES if n in records}  # in the order of MIXTURES
     write_outputs(results, records)
     here = Path(__file__).resolve().parent
     if results.resolve() == (here / "results").resolve():

@@ -100,8 +100,14 @@ def test_quick_run_outputs_and_bad_input(tmp_path):
     data = json.loads((tmp_path / "res" / "copy_calibration.json").read_text())
     assert set(data["curves"]) == {"digits_long", "synthetic"}
     assert (tmp_path / "res" / "copy_calibration.png").stat().st_size > 1000
+    saved = torch.load(tmp_path / "out" / "synthetic.pt", weights_only=True)
+    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(**saved["config"]))
+    model.load_state_dict(saved["model"])  # the final weights reload into the model they came from
     again = subprocess.run(env_cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "reusing" in again.stderr, again.stderr[-400:]
+    one = subprocess.run([*env_cmd[:4], "synthetic", *env_cmd[5:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    rows = (tmp_path / "res" / "copy_calibration.csv").read_text().splitlines()
+    assert one.returncode == 0 and len(rows) == 3, f"a run of one mixture dropped the other's row: {rows}"
     bad = subprocess.run([sys.executable, str(ROOT / "copy_calibration.py"), "--quick", "--mixtures", "nope"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown mixture" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, \
