@@ -210,7 +210,7 @@ def md_section(cfg, title: str, note: str, cell) -> list:
     return lines + ["| " + " | ".join([s] + [cell(s, T) for T in cfg.lengths]) + " |" for s in cfg.schemes]
 
 
-def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
+def build_report(cfg, machine: str, device_type: str, times, memory, built, tok_s, ev, argv) -> str:
     ms = lambda sec: f"{sec * 1e3:,.1f}" if sec >= 0.01 else f"{sec * 1e3:.2f}"
     Te, ref = max(cfg.lengths), tok_s["reference"]
 
@@ -219,11 +219,11 @@ def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
         return f"{measured} ({built[(s, T)] / MiB:,.2f})"
 
     how = ("not measured (--no-memory, or no peak-memory counter on this device)" if not memory else
-           "torch.cuda.max_memory_allocated minus memory_allocated before" if device.type == "cuda" else
+           "torch.cuda.max_memory_allocated minus memory_allocated before" if device_type == "cuda" else
            "one subprocess per scheme runs the lengths in increasing order; its peak resident set (ru_maxrss) "
            "after each forward minus the same after the model and an 8-token warm-up forward")
     out = ["# Speed and memory of the position schemes", "",
-           f"Machine: {machine_line(device)}.",
+           f"Machine: {machine}.",
            f"Model: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} dims, vocabulary {cfg.vocab_size}. "
            f"Forward passes at batch 1 under torch.no_grad, median of {cfg.repeats} runs after {cfg.warmup} "
            f"warm-up, the schemes interleaved within every repetition.",
@@ -249,20 +249,21 @@ def build_report(cfg, device, times, memory, built, tok_s, ev, argv) -> str:
     return "\n".join(out) + "\n"
 
 
-def plot(cfg, times, memory, path: Path, device) -> None:
+def plot(cfg, times, memory, path: Path, device_type: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import plots
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.5))
     L = list(cfg.lengths)
-    for s in cfg.schemes:
-        ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], marker="o", label=s)
+    for s in cfg.schemes:  # each scheme in its colour of the shared rule (plots.style)
+        ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], label=s, **plots.style(s))
         if memory:
-            ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], marker="o", label=s)
+            ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], label=s, **plots.style(s))
     ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
     ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
-             ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device.type == "cuda" else "ru_maxrss)"))
+             ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device_type == "cuda" else "ru_maxrss)"))
     for ax in (ax_t, ax_m):
         ax.set_xscale("log", base=2)
         ax.set_xticks(L, [str(T) for T in L])
@@ -270,8 +271,9 @@ def plot(cfg, times, memory, path: Path, device) -> None:
         ax.grid(alpha=0.3, which="both")
         if ax.has_data():
             ax.legend(fontsize=8)
-    fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device.type}")
+    fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device_type}")
     fig.tight_layout()
+    plots.check_distinct(fig)
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
 
@@ -301,8 +303,10 @@ def parse_args(argv=None) -> BenchConfig:
     p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/, "
                                               "or runs/quick/benchmark/ with --quick)")
     p.add_argument("--quick", action="store_true", help="tiny model and lengths: a smoke test, not a result")
+    p.add_argument("--redraw", action="store_true", help="measure nothing: rebuild benchmark.md and .png in "
+                                                         "--results from its benchmark.json")
     a = p.parse_args(argv)
-    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick")}
+    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw")}
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **given, memory=not a.no_memory)
     if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or not {"rope", "alibi"} <= set(cfg.schemes):
         p.error(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
@@ -316,6 +320,9 @@ def parse_args(argv=None) -> BenchConfig:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
+    out = Path(cfg.results)
+    if "--redraw" in argv:
+        return redraw(out)
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
@@ -324,7 +331,6 @@ def main(argv=None) -> int:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number
-    out = Path(cfg.results)
     do_memory = cfg.memory and device.type in ("cuda", "cpu") and sys.platform != "win32"
     t_start = time.perf_counter()
     print(f"benchmark: {machine_line(device)}", file=sys.stderr)
@@ -337,12 +343,29 @@ def main(argv=None) -> int:
         bar.set_description("evaluation")
         ev = eval_times(cfg, device, bar)
     built = {(s, T): encoding_bytes(make_lm(cfg, s), s, T) for s in cfg.schemes for T in cfg.lengths}
-    report = build_report(cfg, device, times, memory, built, tok_s, ev, argv)
-    report += f"\nWall time of this run: {time.perf_counter() - t_start:.0f} s.\n"
+    triples = lambda d: [[a, b, v] for (a, b), v in d.items()]  # tuple keys, as JSON can hold them
+    data = {"config": asdict(cfg), "machine": machine_line(device), "device_type": device.type, "argv": argv,
+            "times": triples(times), "memory": triples(memory), "built": triples(built), "tok_s": tok_s, "eval": ev,
+            "wall_s": round(time.perf_counter() - t_start, 1)}
+    tiny_lm.atomic_write_text(out / "benchmark.json", json.dumps(data, indent=1))
+    redraw(out)
+    print((out / "benchmark.md").read_text(encoding="utf-8"))
+    print(f"wrote {out / 'benchmark.json'}, .md and .png")
+    return 0
+
+
+def redraw(out: Path) -> int:
+    """benchmark.md and benchmark.png from <out>/benchmark.json alone."""
+    if not (out / "benchmark.json").exists():
+        print(f"error: no {out}/benchmark.json to redraw from; run python benchmark.py first", file=sys.stderr)
+        return 2
+    d = json.loads((out / "benchmark.json").read_text(encoding="utf-8"))
+    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
+    times, memory, built = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "built"))
+    report = build_report(cfg, d["machine"], d["device_type"], times, memory, built, d["tok_s"], d["eval"], d["argv"])
+    report += f"\nWall time of this run: {d['wall_s']:.0f} s.\n"
     tiny_lm.atomic_write_text(out / "benchmark.md", report)
-    plot(cfg, times, memory, out / "benchmark.png", device)
-    print(report)
-    print(f"wrote {out / 'benchmark.md'} and {out / 'benchmark.png'}")
+    plot(cfg, times, memory, out / "benchmark.png", d["device_type"])
     return 0
 
 

@@ -8,7 +8,7 @@
     mask} x {rope (or --lm-pos), none}, same model, batches and budget, scored teacher-forced
     and left to right (each character from its past only, as in generation).
 
-README.md, section "The breakage experiments", says what the columns mean and what they show.
+docs/breakage.md says what the columns mean and what they show.
 
     python breakage_test.py            # the full run: results/breakage.{md,json,png}
     python breakage_test.py --quick    # seconds, a smoke test: runs/quick/breakage/
@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
-from train_compare import TrainConfig, train
+from train_compare import train
+from variants import TrainConfig
 
 
 NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar",
@@ -315,26 +316,37 @@ def run_char_lm(cfg: BreakConfig, device) -> dict:
 # ----------------------------------------------------------------------------- report
 
 def _bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
-    """Grouped bars from 0 to top: one group per cell, one bar per series {legend name: key} (None drawn as 0)."""
+    """Grouped bars from 0 to top: one group per cell, one bar per series {legend name: key} (None drawn as 0).
+    Colour = the cell's position scheme (plots.style, the rule of every figure); fill = the series:
+    solid, then hatched, then dotted, so that no colour means two things."""
+    import plots
+    from matplotlib.patches import Patch
     w = 0.8 / len(series)
+    colors = [plots.style(c["pos"])["color"] for c in cells]
+    fills = [{"fill": True}, {"fill": False, "hatch": "////"}, {"fill": False, "hatch": "...."}]
+    handles = ax.get_legend_handles_labels()[0]  # the reference line drawn before, if any
     for i, (name, key) in enumerate(series.items()):
         ax.bar([x + (i - (len(series) - 1) / 2) * w for x in range(len(cells))], [c[key] or 0 for c in cells], w,
-               label=name)
+               color=colors, edgecolor=colors, lw=1, **fills[i % len(fills)])
+        handles.append(Patch(facecolor="0.35", edgecolor="0.35", label=name, **fills[i % len(fills)]))
     labels = [c["cell"].replace("bidirectional", "bidir.").replace(" / ", "\n").replace(", ", "\n") for c in cells]
     ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    for text, color in zip(ax.get_xticklabels(), colors):
+        text.set_color(color)
     ax.set(ylabel=ylabel, ylim=(0, top))
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, **legend)
+    ax.legend(handles=handles, fontsize=8, **legend)
 
 
 def make_plot(res: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import plots
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     wo, lm = res["word_order"], res["char_lm"]["cells"]
-    a1.axhline(0.5, color="k", ls="--", lw=1, label="chance (order-blind)")
+    a1.axhline(0.5, color="k", ls="--", lw=1, label="chance (order-blind)", gid="ref")  # a reference line
     _bars(a1, wo["cells"], {"seen name pairs": "acc_seen_pairs", "unseen name pairs": "acc_unseen_pairs"},
           "test accuracy: who is the agent?",
           f"1. Word order 'A verb B ?' -> A, mean over seeds {', '.join(map(str, wo['seeds']))}", 1.05,
@@ -344,12 +356,13 @@ def make_plot(res: dict, path: Path) -> None:
           "2. Char LM: causal mask x position",
           1.3 * max(c["val_loss_left_to_right"] for c in lm), loc="upper left", ncol=2)  # room for the legend
     fig.tight_layout()
+    plots.check_distinct(fig)
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     plt.close(fig)
 
 
 def make_markdown(res: dict) -> str:
-    """Tables and settings only; README.md says what the columns mean and what they show."""
+    """Tables and settings only; docs/breakage.md says what the columns mean and what they show."""
     wo, lm = res["word_order"], res["char_lm"]
     L = ["# Breakage experiments (破坏实验)\n",
          f"Written by `{res['command']}` in {res['wall_s']:.0f} s on {res['device']} (torch {res['torch']}). "
@@ -409,8 +422,11 @@ def parse_args(argv=None) -> BreakConfig:
     p.add_argument("--lm-pos", choices=[s for s in tiny_lm.SCHEMES if s != "none"],
                    help="the position scheme of the char-LM 2x2 (the other column is none)")
     p.add_argument("--corpus", help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
+    p.add_argument("--redraw", action="store_true", help="train nothing: rebuild breakage.md and .png in --out from "
+                                                         "its breakage.json")
     a = vars(p.parse_args(argv))
     lm_steps = a.pop("lm_steps")  # a field of lm_train
+    a.pop("redraw")  # not a setting: main() reads it from argv
     cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
     if lm_steps is not None:
         cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
@@ -425,9 +441,11 @@ def parse_args(argv=None) -> BreakConfig:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
+    out = Path(cfg.out)
+    if "--redraw" in argv:
+        return redraw(out)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out)
     t0 = time.perf_counter()
     try:  # a bad --device, corpus or word-order size
         device = tiny_lm.pick_device(cfg.device)
@@ -440,9 +458,19 @@ def main(argv=None) -> int:
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
            "char_lm": char_lm}
     tiny_lm.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
+    redraw(out)
+    print(f"wrote {out}/breakage.md, {out}/breakage.json, {out}/breakage.png in {res['wall_s']:.0f} s")
+    return 0
+
+
+def redraw(out: Path) -> int:
+    """breakage.md and breakage.png from <out>/breakage.json alone."""
+    if not (out / "breakage.json").exists():
+        print(f"error: no {out}/breakage.json to redraw from; run python breakage_test.py first", file=sys.stderr)
+        return 2
+    res = json.loads((out / "breakage.json").read_text(encoding="utf-8"))
     tiny_lm.atomic_write_text(out / "breakage.md", make_markdown(res))
     make_plot(res, out / "breakage.png")
-    print(f"wrote {out}/breakage.md, {out}/breakage.json, {out}/breakage.png in {res['wall_s']:.0f} s")
     return 0
 
 

@@ -25,10 +25,13 @@ our budget.
     python copy_calibration.py                        # every mixture: ~5 min each, ~18 for *_4x (~90 min)
     python copy_calibration.py --mixtures synthetic   # one of them
     python copy_calibration.py --quick                # smoke run under runs/quick/
+    python copy_calibration.py --redraw               # table and figure from results/copy_calibration.json
+
+Each finished mixture's record and final weights stay in runs/copy_calibration/ (a rerun reuses
+them); its row and curves are merged into results/copy_calibration.json, so a run of some
+mixtures keeps the rows of the others.
 """
 import argparse
-import csv
-import io
 import json
 import sys
 import time
@@ -40,10 +43,12 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from extrapolation_test import fail, spread_blocks, token_losses, update_readme
+from copy_mixture import KEY_CHARS, copy_windows, plant_window, random_row
+from eval_common import csv_text, fail, read_json, spread_blocks, sync_table
 from long_context_test import retrieval
 from tiny_lm import GPTConfig, TinyLM
-from train_compare import KEY_CHARS, QUICK_MODEL, QUICK_TRAIN, TrainConfig, copy_windows, plant_keys, train
+from train_compare import random_windows, train
+from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 
 @dataclass(frozen=True)
@@ -101,17 +106,16 @@ def probe_windows(val_ids, T: int, mix: Mixture, key_ids, seed: int, n: int = 32
     keys = []
     for r in range(n):
         if torch.rand(1, generator=g).item() < mix.synthetic:
-            seqs[r] = key_ids[torch.randint(0, key_ids.numel(), (T + 1,), generator=g)]
-        near = mix.near_frac >= 1 or torch.rand(1, generator=g).item() < mix.near_frac
-        for starts, K in plant_keys(seqs[r], g, key_ids, mix.key_len, mix.n_keys, mix.copies,
-                                    mix.max_gap if near else None):
+            seqs[r] = random_row(T + 1, key_ids, g)
+        for starts, K in plant_window(seqs[r], g, key_ids, mix.key_len, mix.n_keys, mix.copies, mix.max_gap,
+                                      mix.near_frac):
             keys.append((r, starts, K))
     return seqs, keys
 
 
 def own_gain(model, seqs, keys) -> dict:
     """Loss on characters 2..K of first copies vs later copies, averaged over keys (nats/char)."""
-    loss = token_losses(model, seqs, batch_size=16)  # (n, T): loss[r, t] is for predicting seqs[r, t + 1]
+    loss = tiny_lm.token_losses(model, seqs, batch_size=16)  # (n, T): loss[r, t] is for predicting seqs[r, t + 1]
     # characters 2..K of a copy starting at s are the targets of positions s .. s + K - 2
     first = torch.stack([loss[r, st[0]:st[0] + K - 1].mean() for r, st, K in keys])
     later = torch.stack([torch.stack([loss[r, s:s + K - 1].mean() for s in st[1:]]).mean() for r, st, K in keys])
@@ -135,7 +139,8 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
             out[f"d{r['distance']}"] = {k: round(r[k], 4) for k in ("gain", "gain_lo", "gain_hi", "exact")}
         return out
 
-    batches = copy_windows(train_ids, tc.seq_len, tc.batch_size, key_ids, tc.seed, frac=mix.frac,
+    batches = copy_windows(random_windows(train_ids, tc.seq_len, tc.batch_size), tc.batch_size, tc.seq_len,
+                           key_ids, tc.seed, frac=mix.frac,
                            key_len=mix.key_len, n_keys=mix.n_keys, copies=mix.copies, max_gap=mix.max_gap,
                            synthetic=mix.synthetic, near_frac=mix.near_frac)
     t0 = time.perf_counter()
@@ -159,24 +164,56 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--corpus", default=None, help="a UTF-8 text file instead of the default Shakespeare")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 30 steps, under runs/quick/")
+    p.add_argument("--redraw", action="store_true", help="train nothing: rebuild the CSV, markdown and figure in "
+                                                         "--results from its copy_calibration.json")
     return p.parse_args(argv)
+
+
+def settings(args):
+    """(mixture names, base TrainConfig, model config) for these arguments; exits on bad input."""
+    names = [n for n in args.mixtures.split(",") if n]
+    bad = [n for n in names if n not in MIXTURES]
+    if bad or not names:
+        fail(f"unknown mixture(s) {','.join(bad) or '(none given)'}; known: {','.join(MIXTURES)}")
+    base = replace(TrainConfig(), **QUICK_TRAIN) if args.quick else TrainConfig()
+    if args.steps is not None:
+        if args.steps < 1:
+            fail(f"--steps must be positive, got {args.steps}")
+        base = replace(base, steps=args.steps, warmup=min(base.warmup, args.steps))
+    return names, base, {"pos": args.pos, **(QUICK_MODEL if args.quick else {})}
+
+
+def mixture_setup(name: str, args, base: TrainConfig):
+    """(Mixture, TrainConfig) of one mixture as this run trains it (--quick fits the keys to its windows)."""
+    mix = MIXTURES[name]
+    if args.quick:  # keys must fit the 64-character quick windows
+        k_max = (base.seq_len + 1) // (mix.copies + 1)
+        mix = replace(mix, key_len=(min(mix.key_len[0], k_max), min(mix.key_len[1], k_max)),
+                      max_gap=None if mix.max_gap is None else min(mix.max_gap, 8))
+    over = {"lr": mix.lr, "weight_decay": mix.weight_decay, "steps": None if args.quick or args.steps else mix.steps}
+    return mix, replace(base, **{k: v for k, v in over.items() if v is not None})
+
+
+def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
+    """The record saved at path, if it was made with these settings; exits with one line if not."""
+    rec = json.loads(path.read_text())
+    saved = {**asdict(Mixture("", ())), **rec.get("config", {})}  # a field added since counts as its default
+    as_json = lambda d: json.loads(json.dumps(d))  # tuples -> lists, as stored
+    if as_json(saved) != as_json(asdict(mix)) or rec.get("train") != asdict(tc) or rec.get("model") != mcfg:
+        fail(f"{path} was made with other settings; rerun with --force to redo it, or delete it")
+    tqdm.write(f"{rec['mixture']}: reusing {path}", file=sys.stderr)
+    return rec
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     q = args.quick
-    names = [n for n in args.mixtures.split(",") if n]
-    bad = [n for n in names if n not in MIXTURES]
-    if bad or not names:
-        fail(f"unknown mixture(s) {','.join(bad) or '(none given)'}; known: {','.join(MIXTURES)}")
-    out = Path(args.out or ("runs/quick/copy_calibration" if q else "runs/copy_calibration"))
-    results = Path(args.results or ("runs/quick/results" if q else "results"))
-    base = replace(TrainConfig(), **QUICK_TRAIN) if q else TrainConfig()
-    if args.steps is not None:
-        if args.steps < 1:
-            fail(f"--steps must be positive, got {args.steps}")
-        base = replace(base, steps=args.steps, warmup=min(base.warmup, args.steps))
-    mcfg = {"pos": args.pos, **(QUICK_MODEL if q else {})}
+    names, base, mcfg = settings(args)
+    runs_dir, results_dir = run_dirs(quick=q)
+    out = Path(args.out or runs_dir / "copy_calibration")
+    results = Path(args.results or results_dir)
+    if args.redraw:
+        return redraw(results, args.pos, 4 if q else 32)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
@@ -191,40 +228,18 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     records = {}
     for name in tqdm(names, desc="mixtures", file=sys.stderr):
-        mix = MIXTURES[name]
-        missing = [c for c in alpha[mix.alphabet] if c not in vocab]
+        missing = [c for c in alpha[MIXTURES[name].alphabet] if c not in vocab]
         if missing:
             fail(f"mixture {name} needs the characters {''.join(missing)!r}, which the corpus lacks; pick other mixtures")
-        if q:  # keys must fit the 64-character quick windows
-            k_max = (base.seq_len + 1) // (mix.copies + 1)
-            mix = replace(mix, key_len=(min(mix.key_len[0], k_max), min(mix.key_len[1], k_max)),
-                          max_gap=None if mix.max_gap is None else min(mix.max_gap, 8))
-        over = {"lr": mix.lr, "weight_decay": mix.weight_decay, "steps": None if q or args.steps else mix.steps}
-        tc = replace(base, **{k: v for k, v in over.items() if v is not None})
+        mix, tc = mixture_setup(name, args, base)
         path = out / f"{name}.json"
         if path.exists() and not args.force:
-            rec = json.loads(path.read_text())
-            saved = {**asdict(Mixture("", ())), **rec.get("config", {})}  # a field added since counts as its default
-            as_json = lambda d: json.loads(json.dumps(d))  # tuples -> lists, as stored
-            if as_json(saved) != as_json(asdict(mix)) or rec.get("train") != asdict(tc) \
-                    or rec.get("model") != mcfg:
-                fail(f"{path} was made with other settings; rerun with --force to redo it, or delete it")
-            tqdm.write(f"{name}: reusing {path}", file=sys.stderr)
-        else:
-            key_ids = tok.encode(alpha[mix.alphabet])
-            rec = calibrate(name, mix, tc, mcfg, (train_ids, val_ids, key_ids, len(vocab)), args.seed, device, q,
-                            out / f"{name}.pt")
-            tiny_lm.atomic_write_text(path, json.dumps(rec, indent=1))
-        records[name] = rec
-    for name in MIXTURES:  # the tables cover every finished mixture, not only those named this time
-        if name not in records and (out / f"{name}.json").exists():
-            records[name] = json.loads((out / f"{name}.json").read_text())
-    records = {n: records[n] for n in MIXTURES if n in records}  # in the order of MIXTURES
-    write_outputs(results, records)
-    here = Path(__file__).resolve().parent
-    if results.resolve() == (here / "results").resolve():
-        update_readme(here / "README.md", (results / "copy_calibration.md").read_text(encoding="utf-8"),
-                      "<!-- copy_calibration-table:start -->", "<!-- copy_calibration-table:end -->")
+            records[name] = reuse(path, mix, tc, mcfg)
+            continue
+        data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab))
+        records[name] = calibrate(name, mix, tc, mcfg, data, args.seed, device, q, out / f"{name}.pt")
+        tiny_lm.atomic_write_text(path, json.dumps(records[name], indent=1))
+    save(results, records, args.pos, 4 if q else 32)
     print(f"wrote {results}/copy_calibration.csv, .md, .json, .png")
     return 0
 
@@ -246,55 +261,58 @@ def summary(rec: dict) -> dict:
     return row
 
 
-def write_outputs(results: Path, records: dict) -> None:
+def save(results: Path, records: dict, pos: str, trials: int) -> None:
+    """Merge the mixtures of this run into results/copy_calibration.json (the rows and curves of
+    mixtures not run now stay), then redraw the table and figure from it."""
+    old = read_json(results / "copy_calibration.json")
+    rows = {r["mixture"]: r for r in old.get("rows", [])}
+    curves = dict(old.get("curves", {}))
+    for name, rec in records.items():
+        rows[name] = summary(rec)
+        curves[name] = {"step": rec["hist"]["step"], "probe": rec["hist"]["probe"], "val_loss": rec["hist"]["val_loss"]}
+    order = [n for n in MIXTURES if n in rows] + [n for n in rows if n not in MIXTURES]
     results.mkdir(parents=True, exist_ok=True)
-    rows = [summary(r) for r in records.values()]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    tiny_lm.atomic_write_text(results / "copy_calibration.csv", buf.getvalue())
+    tiny_lm.atomic_write_text(results / "copy_calibration.json", json.dumps(
+        {"rows": [rows[n] for n in order], "curves": {n: curves[n] for n in order}}, indent=1))
+    redraw(results, pos, trials)
+
+
+def redraw(results: Path, pos: str, trials: int) -> int:
+    """copy_calibration.csv, .md and .png from results/copy_calibration.json alone. The file holds
+    no run settings: pos and trials are this command's (--pos, and 32 trials, or 4 with --quick),
+    as when the rows were made."""
+    import plots
+    data = read_json(results / "copy_calibration.json")
+    if not data:
+        fail(f"no {results}/copy_calibration.json to redraw from; run python copy_calibration.py first")
+    rows = data["rows"]
+    tiny_lm.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
+    table = markdown_table(rows, pos, trials)
+    tiny_lm.atomic_write_text(results / "copy_calibration.md", table)
+    plots.copy_calibration(results / "copy_calibration.png", data["curves"])
+    sync_table("copy_calibration", table, results)
+    return 0
+
+
+def markdown_table(rows, pos: str, trials: int) -> str:
+    """The table of results/copy_calibration.md, one row per mixture, with its note."""
     ds = [k[5:] for k in rows[0] if k.startswith("gain_")]
     lines = ["| mixture | what | copyable targets | text val loss | first copy | later copies | own gain "
              "(best at any step) | " + " | ".join(f"retrieval {d[1:]}: gain / exact" for d in ds) + " |",
              "|---" * (7 + len(ds)) + "|"]
-    for r, rec in zip(rows, records.values()):
-        lines.append(f"| {r['mixture']} | {rec['config']['what']} | {r['copyable']:.0%} | {r['text_val_loss']:.3f} | "
+    for r in rows:
+        what = MIXTURES[r["mixture"]].what if r["mixture"] in MIXTURES else ""
+        lines.append(f"| {r['mixture']} | {what} | {r['copyable']:.0%} | {r['text_val_loss']:.3f} | "
                      f"{r['first_copy_loss']:.2f} | {r['later_copy_loss']:.2f} | {r['own_gain']:+.2f} "
                      f"({r['best_own_gain']:+.2f}) | "
                      + " | ".join(f"{r[f'gain_{d}']:+.2f} / {r[f'exact_{d}']:.0%}" for d in ds) + " |")
     steps = sorted({r["steps"] for r in rows})
-    lines.append(f"\nEach row: {'/'.join(map(str, steps))} training steps of a {records[next(iter(records))]['model']['pos']} "
+    lines.append(f"\nEach row: {'/'.join(map(str, steps))} training steps of a {pos} "
                  f"model with the recipe of train_compare.py (except where *what* says otherwise). Losses in nats/char "
                  f"on characters 2..K of 32 planted validation windows at the last step; own gain = first copy minus "
                  f"later copies; retrieval = long_context_test's passkey with keys from the mixture's alphabet, "
-                 f"{records[next(iter(records))]['trials']} trials per distance. Produced by `python copy_calibration.py`.")
-    tiny_lm.atomic_write_text(results / "copy_calibration.md", "\n".join(lines) + "\n")
-    tiny_lm.atomic_write_text(results / "copy_calibration.json", json.dumps(
-        {"rows": rows, "curves": {n: {"step": r["hist"]["step"], "probe": r["hist"]["probe"],
-                                      "val_loss": r["hist"]["val_loss"]} for n, r in records.items()}}, indent=1))
-    plot(results, records)
-
-
-def plot(results: Path, records: dict) -> None:
-    """(a) own gain, then one panel per passkey distance, each against the training step."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    first = next(iter(records.values()))["hist"]["probe"][0]
-    ds = [k for k in first if k.startswith("d")]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True)
-    panels = [("own", "(a) own mixture: first copy minus later copies")] + \
-             [(d, f"({'bcd'[i]}) passkey at d = {d[1:]}: control minus repeat") for i, d in enumerate(ds[:3])]
-    for ax, (key, title) in zip(axes.flat, panels):
-        for name, rec in records.items():
-            ax.plot(rec["hist"]["step"], [p[key]["gain"] for p in rec["hist"]["probe"]], marker=".", ms=3, label=name)
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.grid(alpha=0.3)
-        ax.set(title=title, xlabel="training step", ylabel="copy gain (nats/char)")
-    axes.flat[0].legend(fontsize=8)
-    tiny_lm.atomic_write(results / "copy_calibration.png", lambda tmp: fig.savefig(tmp, format="png", dpi=100))
-    plt.close(fig)
+                 f"{trials} trials per distance. Produced by `python copy_calibration.py`.")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

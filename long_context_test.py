@@ -23,12 +23,12 @@ Scaled RoPE rows (rope+X) set the factor from the total window length, as in the
 
     python long_context_test.py                 # every checkpoint in runs/main
     python long_context_test.py --quick         # after python train_compare.py --quick
+    python long_context_test.py --redraw        # tables and figures from results/context_use.json, retrieval.json
+
+A run of some checkpoints merges its rows into the results already there (same settings only).
 """
 import argparse
-import csv
-import io
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -37,18 +37,14 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from extrapolation_test import (SCALINGS, add_common_flags, fail, load_checked, scaling_at, spread_blocks,
-                                token_losses, update_readme)
-from train_compare import FINETUNES, VARIANTS, TrainConfig, is_copy, key_ids_of
+from copy_mixture import key_ids_of
+from eval_common import (add_common_flags, check_scalings, csv_text, eval_dirs, fail, find_checkpoints, int_list,
+                         is_repo_results, length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
+                         read_json, spread_blocks, sync_glance, sync_table, train_len_of)
+from variants import FINETUNES, is_copy, order_of
 
 KEY_AT = 32      # where the first copy of the key starts (real text before it)
 CONTROL_GAP = 4  # text characters between the control key and the repeat
-
-
-def order_of(name: str) -> int:
-    base = name.split("+")[0]
-    known = list(VARIANTS) + list(FINETUNES)
-    return known.index(base) if base in known else len(known)
 
 
 def bootstrap_ci(x: torch.Tensor, n: int = 1000, seed: int = 0):
@@ -71,7 +67,7 @@ def context_use(model, val_ids, contexts, T: int, n_spans: int, batch_tokens: in
         if set_length:
             set_length(c + T)
         seqs = torch.stack([val_ids[p - c:p + T + 1] for p in starts])            # (spans, c + T + 1)
-        loss = token_losses(model, seqs, max(1, batch_tokens // (c + T)))         # (spans, c + T)
+        loss = tiny_lm.token_losses(model, seqs, max(1, batch_tokens // (c + T)))         # (spans, c + T)
         cols.append(loss[:, c:].mean(dim=1))                                      # targets only: (spans,)
     return torch.stack(cols, dim=1)
 
@@ -120,7 +116,7 @@ def retrieval(model, val_ids, distances, K: int, trials: int, key_ids, seed: int
         seqs, rep, ctl = plant_trials(val_ids, d, K, trials, key_ids, seed)
         if set_length:
             set_length(seqs.shape[1] - 1)
-        loss, hit = token_losses(model, seqs, max(1, batch_tokens // seqs.shape[1]), hits=True)  # (n, W)
+        loss, hit = tiny_lm.token_losses(model, seqs, max(1, batch_tokens // seqs.shape[1]), hits=True)  # (n, W)
         # characters 2..K of a key starting at s are targets of positions s .. s + K - 2
         rep_loss, ctl_loss = loss[:, rep:rep + K - 1].mean(1), loss[:, ctl:ctl + K - 1].mean(1)  # (n,)
         gain = ctl_loss - rep_loss
@@ -136,20 +132,10 @@ def retrieval(model, val_ids, distances, K: int, trials: int, key_ids, seed: int
 
 # ----------------------------------------------------------------------------- command line
 
-def int_list(text: str, flag: str) -> list:
-    try:
-        vals = [int(x) for x in text.split(",")]
-    except ValueError:
-        fail(f"{flag} must be comma-separated integers, got {text!r}")
-    if any(b <= a for a, b in zip(vals, vals[1:])) or vals[0] < 0:
-        fail(f"{flag} must be non-negative and strictly increasing, got {text}")
-    return vals
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main, "
-                                                    "or runs/quick with --quick)")
+    p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
+                                                    "runs/quick with --quick, runs/preview with --preset preview)")
     p.add_argument("--variants", default=None, help="comma-separated checkpoints (default: every one found)")
     p.add_argument("--only", choices=["context", "retrieval"], default=None, help="run one of the two measures")
     p.add_argument("--contexts", default=None, help="visible contexts c before the targets, increasing "
@@ -174,123 +160,151 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+# ----------------------------------------------------------------------------- the run
+
+def settings(args) -> dict:
+    """The measures' settings for these arguments (--quick shrinks them); exits on bad values."""
+    q = args.quick
+    s = {"contexts": int_list(args.contexts or ("0,16,48,112" if q else "0,64,192,448,960,1984,3840"), "--contexts"),
+         "distances": int_list(args.distances or ("24,48,96" if q else "32,64,128,200,512,1024,2048,3900"),
+                               "--distances"),
+         "T": args.target_len or (32 if q else 256), "spans": args.spans or (4 if q else 32),
+         "trials": args.trials or (4 if q else 32), "K": args.key_len,
+         "short": args.short if args.short is not None else (16 if q else 192),
+         "scalings": check_scalings(args.scalings)}
+    if s["short"] not in s["contexts"][:-1]:
+        fail(f"--short must be one of the --contexts below the longest, got {s['short']} (contexts {s['contexts']})")
+    if min(s["T"], s["spans"], s["trials"]) < 1 or s["K"] < 2:
+        fail(f"--target-len, --spans and --trials must be positive and --key-len at least 2, "
+             f"got {s['T']}, {s['spans']}, {s['trials']}, {s['K']}")
+    if s["distances"][0] < 2 * s["K"] + CONTROL_GAP:
+        fail(f"the shortest distance must leave room for the control key: at least 2 x key length + "
+             f"{CONTROL_GAP} = {2 * s['K'] + CONTROL_GAP}, got {s['distances'][0]}")
+    return s
+
+
+def make_jobs(names, scalings, only) -> list:
+    """(row, checkpoint name, scaling or None, measures) in table order: text models get both
+    measures, the copy family retrieval only; scaled rows: rope (context use), rope_copy (retrieval)."""
+    jobs = []
+    for n in names:
+        jobs.append((n, n, None, {"retrieval"} if is_copy(n) else {"context", "retrieval"}))
+        if n in ("rope", "rope_copy"):
+            jobs += [(f"{n}+{s}", n, s, {"retrieval"} if n == "rope_copy" else {"context"}) for s in scalings]
+    if only:
+        jobs = [(r, n, s, m & {only}) for r, n, s, m in jobs]
+    return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))
+
+
+def measure_row(job, data, s, args, make, out) -> None:
+    """Run one row's measures; appends to out["context"], out["per_span"], out["retrieval"]."""
+    row, name, scaling, measures = job
+    device, val_ids, vocab, fingerprint, key_ids, longest = data
+    model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
+    L_train = train_len_of(ck)
+    out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
+    set_length = length_setter(model, scaling, L_train)
+    if "context" in measures:
+        per_span = context_use(model, val_ids, s["contexts"], s["T"], s["spans"], args.batch_tokens, set_length)
+        out["context"].append(summarize_context(row, per_span, s["contexts"], s["short"], args.seed))
+        out["per_span"][row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
+    if "retrieval" in measures:
+        for r in retrieval(model, val_ids, s["distances"], s["K"], s["trials"], key_ids, args.seed, args.batch_tokens,
+                           set_length):
+            out["retrieval"].append({"variant": row, "family": "copy" if is_copy(name) else "text",
+                                     "train_len": L_train, **r})
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    q = args.quick
-    ckpt_dir = Path(args.ckpt_dir or ("runs/quick" if q else "runs/main"))
-    results = Path(args.results) if args.results else (ckpt_dir / "results" if q else Path("results"))
-    make = "python train_compare.py" + (" --quick" if q else "")
-    contexts = int_list(args.contexts or ("0,16,48,112" if q else "0,64,192,448,960,1984,3840"), "--contexts")
-    distances = int_list(args.distances or ("24,48,96" if q else "32,64,128,200,512,1024,2048,3900"), "--distances")
-    T, n_spans, trials = args.target_len or (32 if q else 256), args.spans or (4 if q else 32), args.trials or (4 if q else 32)
-    K, short = args.key_len, args.short if args.short is not None else (16 if q else 192)
-    if short not in contexts[:-1]:
-        fail(f"--short must be one of the --contexts below the longest, got {short} (contexts {contexts})")
-    if min(T, n_spans, trials) < 1 or K < 2:
-        fail(f"--target-len, --spans and --trials must be positive and --key-len at least 2, "
-             f"got {T}, {n_spans}, {trials}, {K}")
-    if distances[0] < 2 * K + CONTROL_GAP:
-        fail(f"the shortest distance must leave room for the control key: at least 2 x key length + "
-             f"{CONTROL_GAP} = {2 * K + CONTROL_GAP}, got {distances[0]}")
-    scalings = [s for s in args.scalings.split(",") if s]
-    if set(scalings) - set(SCALINGS):
-        fail(f"unknown scaling(s) {','.join(sorted(set(scalings) - set(SCALINGS)))}; known: {','.join(SCALINGS)}")
-    known = list(VARIANTS) + list(FINETUNES)
-    if args.variants:
-        names = args.variants.split(",")
-        bad = [n for n in names if n not in known]
-        if bad:
-            fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(known)}")
-        missing = [n for n in names if not (ckpt_dir / f"{n}.pt").exists()]
-        if missing:
-            fail(f"no checkpoint for {','.join(missing)} in {ckpt_dir}/; run `{make} --variants {','.join(missing)}`")
-    else:
-        names = [n for n in known if (ckpt_dir / f"{n}.pt").exists()]
-        if not names:
-            fail(f"no checkpoints in {ckpt_dir}/; run `{make}` first")
-    try:
-        device = tiny_lm.pick_device(args.device)
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
-    except (ValueError, tiny_lm.CorpusError) as e:
-        fail(str(e))
-    val_ids = tiny_lm.CharTokenizer(vocab).encode(val_text)
-    fingerprint = tiny_lm.corpus_fingerprint(train_text + val_text)
-    longest = max(contexts[-1] + T, KEY_AT + distances[-1] + K)
-    if contexts[-1] + n_spans * T + 1 > val_ids.numel() or KEY_AT + distances[-1] + K + 2 > val_ids.numel():
-        fail(f"the validation text has {val_ids.numel():,} characters, too few for a context of {contexts[-1]} "
-             f"plus {T} targets or a distance of {distances[-1]}; use smaller --contexts / --distances")
+    ckpt_dir, results, make = eval_dirs(args)
+    if args.redraw:
+        return redraw(results)
+    names = find_checkpoints(ckpt_dir, args.variants, make)
+    s = settings(args)
+    device, val_ids, vocab, fingerprint = load_eval_data(args)
+    cs, ds, T, K = s["contexts"], s["distances"], s["T"], s["K"]
+    if cs[-1] + s["spans"] * T + 1 > val_ids.numel() or KEY_AT + ds[-1] + K + 2 > val_ids.numel():
+        fail(f"the validation text has {val_ids.numel():,} characters, too few for a context of {cs[-1]} "
+             f"plus {T} targets or a distance of {ds[-1]}; use smaller --contexts / --distances")
     try:
         key_ids = key_ids_of(vocab) if args.only != "context" else None
     except tiny_lm.CorpusError as e:
         fail(f"{e}; or use --only context")
-
-    # (row, checkpoint, scaling or None, measures)
-    jobs = []
-    for n in names:
-        measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
-        jobs.append((n, n, None, measures))
-        if n in ("rope", "rope_copy"):
-            jobs += [(f"{n}+{s}", n, s, {"retrieval"} if n == "rope_copy" else {"context"}) for s in scalings]
-    if args.only:
-        jobs = [(r, n, s, m & {args.only}) for r, n, s, m in jobs]
-    jobs = sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))
-
-    ctx_rows, ret_rows, train_lens, t0, row_seconds, per_span_all = [], [], set(), time.perf_counter(), {}, {}
-    for row, name, scaling, measures in tqdm(jobs, desc="checkpoints", file=sys.stderr):
+    data = (device, val_ids, vocab, fingerprint, key_ids, max(cs[-1] + T, KEY_AT + ds[-1] + K))
+    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "train_lens": set()}
+    t0, row_seconds = time.perf_counter(), {}
+    for job in tqdm(make_jobs(names, s["scalings"], args.only), desc="checkpoints", file=sys.stderr):
         t_row = time.perf_counter()
-        model, ck = load_checked(ckpt_dir / f"{name}.pt", device, make, vocab, fingerprint)
-        L_train = ck["extra"].get("train_config", {}).get("seq_len", TrainConfig.seq_len)
-        if model.cfg.pos == "learned" and longest > model.cfg.max_len:
-            fail(f"{name}: windows up to {longest} characters are beyond its learned table ({model.cfg.max_len} "
-                 f"rows); use smaller --contexts / --distances")
-        train_lens.add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
-        set_length = None if scaling is None else (lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train)))
-        family = "copy" if is_copy(name) else "text"
-        if "context" in measures:
-            per_span = context_use(model, val_ids, contexts, T, n_spans, args.batch_tokens, set_length)
-            ctx_rows.append(summarize_context(row, per_span, contexts, short, args.seed))
-            per_span_all[row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
-        if "retrieval" in measures:
-            for r in retrieval(model, val_ids, distances, K, trials, key_ids, args.seed, args.batch_tokens,
-                               set_length):
-                ret_rows.append({"variant": row, "family": family, "train_len": L_train, **r})
-        row_seconds[row] = round(time.perf_counter() - t_row, 1)
-        del model
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
-    meta = {"contexts": contexts, "target_len": T, "spans": n_spans, "short": short, "distances": distances,
-            "key_len": K, "trials": trials, "seed": args.seed, "checkpoints": str(ckpt_dir),
-            "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds, "peak_rss_gib": round(peak_gb, 3),
-            "train_len": min(train_lens), "torch": torch.__version__}
-    results.mkdir(parents=True, exist_ok=True)
-    if ctx_rows:
-        write_context(results, ctx_rows, meta, per_span_all)
-    if ret_rows:
-        write_retrieval(results, ret_rows, meta)
-    here = Path(__file__).resolve().parent
-    if results.resolve() == (here / "results").resolve():  # the README shows exactly these tables
-        for f, rows in (("context_use", ctx_rows), ("retrieval", ret_rows)):
-            if rows:
-                update_readme(here / "README.md", (results / f"{f}.md").read_text(encoding="utf-8"),
-                              f"<!-- {f}-table:start -->", f"<!-- {f}-table:end -->")
-    print(f"{meta['seconds']:.0f} s, peak resident memory {peak_gb:.2f} GiB; wrote "
-          + ", ".join(f"{results}/{f}" for f, rows in (("context_use.*", ctx_rows), ("retrieval.*", ret_rows)) if rows))
+        measure_row(job, data, s, args, make, out)
+        row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
+    meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
+            "key_len": K, "trials": s["trials"], "seed": args.seed, "checkpoints": str(ckpt_dir),
+            "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
+            "peak_rss_gib": round(peak_rss_gib(), 3), "train_len": min(out["train_lens"]), "torch": torch.__version__}
+    written = save(results, meta, out)
+    print(f"{meta['seconds']:.0f} s, peak resident memory {meta['peak_rss_gib']:.2f} GiB; wrote "
+          + ", ".join(f"{results}/{f}.*" for f in written))
     return 0
 
 
 # ----------------------------------------------------------------------------- outputs
 
-def csv_text(rows) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue()
+# The settings two runs must share for their rows to stand in one table.
+SAME = {"context_use": ("contexts", "target_len", "spans", "short", "seed"),
+        "retrieval": ("distances", "key_len", "trials", "seed")}
 
 
-def write_context(results: Path, rows, meta, per_span: dict) -> None:
-    tiny_lm.atomic_write_text(results / "context_use.csv", csv_text(rows))
-    tiny_lm.atomic_write_text(results / "context_use.json", json.dumps(
-        {"meta": meta, "rows": rows, "per_span_loss": per_span}, indent=1))
+def save(results: Path, meta: dict, out: dict) -> list:
+    """Merge this run's rows into results/context_use.json and retrieval.json (rows of other
+    checkpoints stay), write them, and redraw their tables and figures. Returns the names written."""
+    new = {"context_use": (out["context"], out["per_span"]), "retrieval": (out["retrieval"], None)}
+    results.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (rows, per_span) in new.items():
+        if not rows:
+            continue
+        old = read_json(results / f"{name}.json")
+        m = dict(meta)
+        if old:
+            changed = [k for k in SAME[name] if old["meta"].get(k) != meta[k]]
+            if changed:
+                fail(f"{results}/{name}.json was made with other {', '.join(changed)}; use the same settings to add "
+                     f"rows to it, or another --results")
+            rows = merge_rows(old["rows"], rows)
+            m["row_seconds"] = {**old["meta"].get("row_seconds", {}), **meta["row_seconds"]}
+            m["train_len"] = min(old["meta"]["train_len"], meta["train_len"])
+            per_span = None if per_span is None else {**old["per_span_loss"], **per_span}
+        data = {"meta": m, "rows": rows}
+        if per_span is not None:
+            data["per_span_loss"] = {r["variant"]: per_span[r["variant"]] for r in rows}
+        tiny_lm.atomic_write_text(results / f"{name}.json", json.dumps(data, indent=1))
+        written.append(name)
+    redraw(results, written)
+    return written
+
+
+def redraw(results: Path, which=("context_use", "retrieval")) -> int:
+    """The CSV, markdown and figure of each measure from its JSON alone; the tables in the README
+    and docs/ follow when results/ is the repository's."""
+    import plots
+    found = [n for n in which if (results / f"{n}.json").exists()]
+    if not found:
+        fail(f"no {results}/context_use.json or retrieval.json to redraw from; run python long_context_test.py first")
+    for name in found:
+        data = read_json(results / f"{name}.json")
+        csv_rows, table = (context_tables if name == "context_use" else retrieval_tables)(data["rows"], data["meta"])
+        tiny_lm.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
+        tiny_lm.atomic_write_text(results / f"{name}.md", table)
+        getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
+        sync_table(name, table, results)
+    if is_repo_results(results):
+        sync_glance(results)
+    return 0
+
+
+def context_tables(rows, meta):
+    """(CSV rows, markdown) of the context-use table."""
     cs, short = meta["contexts"], meta["short"]
     head = ["variant"] + [f"c={c}" for c in cs] + [f"gain c={short} -> {cs[-1]} [95% CI]", "effective context"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -303,11 +317,11 @@ def write_context(results: Path, rows, meta, per_span: dict) -> None:
               f"the context beyond {short} characters lowers the loss. Effective context: the largest c whose loss is "
               f"below that of every shorter context by more than the 95% bootstrap interval of the difference "
               f"(resampling spans)."]
-    tiny_lm.atomic_write_text(results / "context_use.md", "\n".join(lines) + "\n")
-    plot_context(results, rows, meta)
+    return rows, "\n".join(lines) + "\n"
 
 
-def write_retrieval(results: Path, rows, meta) -> None:
+def retrieval_tables(rows, meta):
+    """(CSV rows: one per variant, gain and exact match per distance; markdown) of the retrieval table."""
     ds = meta["distances"]
     wide = {}
     for r in rows:
@@ -315,8 +329,6 @@ def write_retrieval(results: Path, rows, meta) -> None:
         w[f"gain_{r['distance']}"] = round(r["gain"], 4)
     for r in rows:
         wide[r["variant"]][f"exact_{r['distance']}"] = round(r["exact"], 4)
-    tiny_lm.atomic_write_text(results / "retrieval.csv", csv_text(list(wide.values())))
-    tiny_lm.atomic_write_text(results / "retrieval.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
     head = ["variant", "trained on"] + [f"d={d}" for d in ds]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by = {}
@@ -327,68 +339,9 @@ def write_retrieval(results: Path, rows, meta) -> None:
         lines.append("| " + " | ".join([name, "copy mixture" if rs[0]["family"] == "copy" else "text"] + cells) + " |")
     lines += ["", f"Each cell: copy gain in nats/char over characters 2..{meta['key_len']} of a repeated random key "
               f"(control-key loss minus repeat loss) [95% bootstrap interval] / greedy exact match of those characters; "
-              f"{meta['trials']} planted windows per distance d. Windows are {32} + d + {meta['key_len']} characters long."]
-    tiny_lm.atomic_write_text(results / "retrieval.md", "\n".join(lines) + "\n")
-    plot_retrieval(results, by, meta)
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def plot_context(results: Path, rows, meta) -> None:
-    plt = _plt()
-    cs = meta["contexts"]
-    fig, ax = plt.subplots(figsize=(10, 6))
-    colors = plt.get_cmap("tab20").colors
-    for i, r in enumerate(rows):
-        style = "--" if "+" in r["variant"] else ("-." if r["variant"] in FINETUNES else "-")
-        ax.plot(cs, [r[f"c{c}"] for c in cs], style, marker="o", ms=3, color=colors[i % 20], label=r["variant"])
-    if meta["train_len"]:
-        ax.axvline(meta["train_len"], color="grey", ls=":", lw=1, label=f"context = training length")
-    ax.set_xscale("symlog", linthresh=max(1, cs[1] if len(cs) > 1 else 1))
-    ax.set_xlim(-0.1 * max(1, cs[1] if len(cs) > 1 else 1), cs[-1] * 1.15)
-    ax.set_xticks(cs, [str(c) for c in cs])
-    ax.set_xlabel("visible context before the targets (characters)")
-    ax.set_ylabel(f"loss on the same {meta['target_len']}-character targets (nats/char)")
-    ax.set_title("Context use: the same targets, more and more context")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    lo = min(min(r[f"c{c}"] for c in cs) for r in rows)
-    ax.set_ylim(lo - 0.05, min(ax.get_ylim()[1], lo + 1.2))  # curves that leave the top are broken
-    fig.tight_layout()
-    fig.savefig(results / "context_use.png", dpi=120)
-    plt.close(fig)
-
-
-def plot_retrieval(results: Path, by: dict, meta) -> None:
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.5))
-    colors = plt.get_cmap("tab20").colors
-    for i, (name, rs) in enumerate(by.items()):
-        ds = [r["distance"] for r in rs]
-        style = "-" if rs[0]["family"] == "copy" else ":"
-        for ax, key in zip(axes, ("gain", "exact")):
-            ax.plot(ds, [r[key] for r in rs], style, marker="o", ms=3, color=colors[i % 20], label=name)
-    for ax in axes:
-        if meta["train_len"]:
-            ax.axvline(meta["train_len"], color="grey", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_xlabel("distance d between the key and its repeat (characters)")
-        ax.grid(alpha=0.3, which="both")
-    axes[0].axhline(0, color="black", lw=0.8)
-    axes[0].set_ylabel("copy gain (nats/char): control loss - repeat loss")
-    axes[0].set_title("Retrieval at distance: does the repeat get cheaper?")
-    axes[1].set_ylim(-0.05, 1.05)  # the full scale: a model that copies reaches 1
-    axes[1].set_ylabel("greedy exact match of characters 2..K")
-    axes[1].set_title("... and is it reproduced exactly? (solid: copy family, dotted: text-trained)")
-    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    fig.savefig(results / "retrieval.png", dpi=120)
-    plt.close(fig)
+              f"{meta['trials']} planted windows per distance d. Windows are {KEY_AT} + d + {meta['key_len']} "
+              f"characters long."]
+    return list(wide.values()), "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -18,16 +18,17 @@ and the same batches (train_compare.train). Knobs:
 Scores: perplexity on the same validation characters as extrapolation_test.py (65,536 by default,
 in blocks spread over the three held-out plays, cut into non-overlapping windows) at the training
 length and at 4096. Writes
-<results>/recipe_ablation.csv and .md. Checkpoints go to runs/recipe/<knob>/<scheme>.pt; a run
-whose checkpoint exists is reused, so an interrupted ablation continues where it stopped.
+<results>/recipe_ablation.json (a run of some knobs merges its rows into it), and .csv and .md
+drawn from it. Checkpoints go to runs/recipe/<knob>/<scheme>.pt; a run whose checkpoint exists
+is reused, so an interrupted ablation continues where it stopped.
 
-    python recipe_ablation.py                                  # rope and alibi under every knob (README: wall time)
+    python recipe_ablation.py                                  # rope and alibi under every knob (docs/recipe.md: wall time)
     python recipe_ablation.py --knobs baseline --schemes sin,learned
     python recipe_ablation.py --quick                          # smoke run, writes under runs/quick/
+    python recipe_ablation.py --redraw                         # .csv and .md from results/recipe_ablation.json
 """
 import argparse
-import csv
-import io
+import json
 import math
 import sys
 import time
@@ -37,9 +38,11 @@ from pathlib import Path
 import torch
 
 import tiny_lm
-from extrapolation_test import evaluate, spread_blocks
+from eval_common import csv_text, read_json, spread_blocks
+from extrapolation_test import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
-from train_compare import QUICK_MODEL, QUICK_TRAIN, TrainConfig, train
+from train_compare import train
+from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides): one change each against the baseline.
 KNOBS = {
@@ -72,6 +75,8 @@ def parse_args(argv=None):
                                                          "bit-identical only at the same thread count")
     p.add_argument("--quick", action="store_true", help="smoke run: the tiny QUICK_MODEL and QUICK_TRAIN of "
                                                         "train_compare.py, 4,096 tokens scored")
+    p.add_argument("--redraw", action="store_true", help="train nothing: rebuild the CSV and markdown in --results "
+                                                         "from its recipe_ablation.json")
     return p.parse_args(argv)
 
 
@@ -101,30 +106,41 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     return model.to(device), torch.load(path, map_location="cpu", weights_only=True)
 
 
+def check(args):
+    """(knobs, schemes, lengths, tokens) from the arguments, or one line on stderr and None."""
+    knobs, schemes = args.knobs.split(","), args.schemes.split(",")
+    bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if s not in tiny_lm.SCHEMES]
+    if bad:
+        print(f"error: unknown knob or scheme {','.join(bad)}; knobs: {','.join(KNOBS)}; "
+              f"schemes: {','.join(tiny_lm.SCHEMES)}", file=sys.stderr)
+        return None
+    try:
+        lengths = [int(x) for x in (args.lengths or ("64,256" if args.quick else "256,4096")).split(",")]
+    except ValueError:
+        print(f"error: --lengths must be comma-separated integers, got {args.lengths!r}", file=sys.stderr)
+        return None
+    tokens = 4096 if args.quick else args.tokens
+    if min(lengths) < 1 or tokens < max(lengths) or any(max(lengths) % L for L in lengths):
+        print(f"error: lengths must be positive and divide the longest, and --tokens ({tokens}) must be at least "
+              f"the longest length", file=sys.stderr)
+        return None
+    return knobs, schemes, sorted(lengths), tokens
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.quick and args.main_dir == "runs/main":
         args.main_dir = "runs/quick"
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    knobs, schemes = args.knobs.split(","), args.schemes.split(",")
-    bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if s not in tiny_lm.SCHEMES]
-    if bad:
-        print(f"error: unknown knob or scheme {','.join(bad)}; knobs: {','.join(KNOBS)}; "
-              f"schemes: {','.join(tiny_lm.SCHEMES)}", file=sys.stderr)
-        return 2
-    try:
-        lengths = [int(x) for x in (args.lengths or ("64,256" if args.quick else "256,4096")).split(",")]
-    except ValueError:
-        print(f"error: --lengths must be comma-separated integers, got {args.lengths!r}", file=sys.stderr)
-        return 2
-    tokens = 4096 if args.quick else args.tokens
-    if min(lengths) < 1 or tokens < max(lengths) or any(max(lengths) % L for L in lengths):
-        print(f"error: lengths must be positive and divide the longest, and --tokens ({tokens}) must be at least "
-              f"the longest length", file=sys.stderr)
-        return 2
     out = Path(args.out or ("runs/quick/recipe" if args.quick else "runs/recipe"))
-    results = Path(args.results) if args.results else (out / "results" if args.quick else Path("results"))
+    results = Path(args.results) if args.results else (out / "results" if args.quick else run_dirs()[1])
+    if args.redraw:
+        return redraw(results)
+    checked = check(args)
+    if checked is None:
+        return 2
+    knobs, schemes, lengths, tokens = checked
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=tokens + 1)
@@ -133,7 +149,6 @@ def main(argv=None) -> int:
         return 2
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
-    lengths = sorted(lengths)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
     rows = []
     for knob in knobs:
@@ -151,26 +166,55 @@ def main(argv=None) -> int:
             row["train_wall_s"] = ck["extra"].get("wall_s")
             rows.append(row)
             print(f"{knob}/{scheme}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k.startswith("ppl")))
-    write_tables(rows, lengths, results, args, tokens)
-    print(f"wrote {results}/recipe_ablation.csv and .md")
+    meta = {"command": command(args), "lengths": lengths, "tokens": tokens}
+    save(results, rows, meta)
+    print(f"wrote {results}/recipe_ablation.json, .csv and .md")
     return 0
 
 
-def write_tables(rows, lengths, results: Path, args, tokens: int) -> None:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
-    tiny_lm.atomic_write_text(results / "recipe_ablation.csv", buf.getvalue())
+def command(args) -> str:
+    return (f"python recipe_ablation.py --knobs {args.knobs} --schemes {args.schemes} --seed {args.seed}"
+            + (f" --threads {args.threads}" if args.threads else "") + (" --quick" if args.quick else ""))
+
+
+def save(results: Path, rows: list, meta: dict) -> None:
+    """Merge these rows into results/recipe_ablation.json (rows of other knobs and schemes stay;
+    the lengths and scored characters must match), then redraw the tables from it."""
+    old = read_json(results / "recipe_ablation.json")
+    if old:
+        if (old["meta"]["lengths"], old["meta"]["tokens"]) != (meta["lengths"], meta["tokens"]):
+            print(f"error: {results}/recipe_ablation.json was scored at lengths {old['meta']['lengths']} on "
+                  f"{old['meta']['tokens']} characters; use the same settings or another --results", file=sys.stderr)
+            sys.exit(2)
+        fresh = {(r["knob"], r["scheme"]) for r in rows}
+        rows = [r for r in old["rows"] if (r["knob"], r["scheme"]) not in fresh] + rows
+        rows.sort(key=lambda r: list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS))
+        if old["meta"]["command"] != meta["command"]:  # the table now holds rows of both runs
+            meta["command"] = f"{old['meta']['command']}`, then `{meta['command']}"
+    results.mkdir(parents=True, exist_ok=True)
+    tiny_lm.atomic_write_text(results / "recipe_ablation.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
+    redraw(results)
+
+
+def redraw(results: Path) -> int:
+    """recipe_ablation.csv and .md from results/recipe_ablation.json alone."""
+    data = read_json(results / "recipe_ablation.json")
+    if not data:
+        print(f"error: no {results}/recipe_ablation.json to redraw from; run python recipe_ablation.py first",
+              file=sys.stderr)
+        return 2
+    tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(data["rows"]))
+    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(data["rows"], data["meta"]))
+    return 0
+
+
+def markdown_table(rows, meta) -> str:
     schemes = list(dict.fromkeys(r["scheme"] for r in rows))
     by = {(r["knob"], r["scheme"]): r for r in rows}
-    L0, L1 = lengths[0], lengths[-1]
+    L0, L1 = meta["lengths"][0], meta["lengths"][-1]
     head = "| knob | " + " | ".join(f"{s} ppl@{L0} | {s} ppl@{L1}" for s in schemes) + " |"
-    lines = ["# Recipe ablation: one choice at a time", "",
-             f"Command: `python recipe_ablation.py --knobs {args.knobs} --schemes {args.schemes} --seed {args.seed}"
-             + (f" --threads {args.threads}" if args.threads else "")
-             + (" --quick`" if args.quick else "`"), "",
-             f"Perplexity per character on the same {tokens:,} validation characters at every length "
+    lines = ["# Recipe ablation: one choice at a time", "", f"Command: `{meta['command']}`", "",
+             f"Perplexity per character on the same {meta['tokens']:,} validation characters at every length "
              f"(non-overlapping windows). In brackets: change against the baseline row.", "",
              head, "|---|" + "---|" * (2 * len(schemes))]
     for knob in dict.fromkeys(r["knob"] for r in rows):
@@ -188,7 +232,7 @@ def write_tables(rows, lengths, results: Path, args, tokens: int) -> None:
     used = {r["knob"] for r in rows}
     lines += ["", "Knobs (overrides of GPTConfig / TrainConfig): "
               + "; ".join(f"`{k}` {dict(**m, **t) or '(none)'}" for k, (m, t) in KNOBS.items() if k in used), ""]
-    tiny_lm.atomic_write_text(results / "recipe_ablation.md", "\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -334,6 +334,24 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
 # ----------------------------------------------------------------------------- evaluation
 
 @torch.no_grad()
+def token_losses(model: TinyLM, seqs: torch.Tensor, batch_size: int, hits: bool = False):
+    """Loss (nats) of predicting seqs[:, 1:] from seqs[:, :-1] at every position: the one place
+    per-position loss is computed. seqs: (N, T + 1) token ids -> (N, T), in batches of
+    batch_size rows. hits=True also returns whether the most likely next token was the right
+    one, (N, T) bool."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    loss, hit = [], []
+    for i in range(0, len(seqs), batch_size):
+        x, y = seqs[i:i + batch_size, :-1].to(device), seqs[i:i + batch_size, 1:].to(device)  # (n, T)
+        logits = model(x).logits                                                          # (n, T, V)
+        loss.append(F.cross_entropy(logits.transpose(1, 2).float(), y, reduction="none").cpu())  # (n, T)
+        hit.append((logits.argmax(-1) == y).cpu())                                           # (n, T)
+    model.train(was_training)
+    return (torch.cat(loss), torch.cat(hit)) if hits else torch.cat(loss)
+
+
 def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batch_size: int = 8) -> torch.Tensor:
     """Cut ids (N,) into n_windows non-overlapping windows of T+1 tokens from the start and
     return the per-position loss of each, shape (n_windows, T) in nats. Same span for every T."""
@@ -341,19 +359,8 @@ def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batc
     if ids.numel() < need:
         raise CorpusError(f"validation text has {ids.numel()} tokens but {n_windows} windows of length {T} "
                           f"need {need}; use a longer corpus, fewer windows or shorter lengths")
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out = []
-    for s in range(0, n_windows, batch_size):
-        n = min(batch_size, n_windows - s)
-        starts = torch.arange(s, s + n) * T
-        x = torch.stack([ids[a:a + T] for a in starts.tolist()]).to(device)          # (n, T)
-        y = torch.stack([ids[a + 1:a + T + 1] for a in starts.tolist()]).to(device)  # (n, T)
-        logits = model(x).logits  # (n, T, V)
-        out.append(F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view(n, T).cpu())
-    model.train(was_training)
-    return torch.cat(out)  # (n_windows, T)
+    seqs = torch.stack([ids[w * T:(w + 1) * T + 1] for w in range(n_windows)])  # (n_windows, T + 1)
+    return token_losses(model, seqs, batch_size)
 
 
 # ----------------------------------------------------------------------------- data: tokenizer and corpus

@@ -15,6 +15,7 @@ attn_common.attn, because the model itself runs the fused kernel, which does not
 """
 import argparse
 import functools
+import json
 import math
 from pathlib import Path
 
@@ -31,15 +32,18 @@ import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
 from tiny_lm import GPTConfig  # noqa: E402
-from train_compare import TrainConfig  # noqa: E402
+from variants import TrainConfig, run_dirs  # noqa: E402
 
 THETA_VARIANTS = ("rope_theta10", "rope", "rope_theta1e6")  # checkpoint names from train_compare.py
 
 
 def save(fig, out: Path, name: str, tight: bool = True) -> None:
+    """Check that no two lines of one axes look alike (plots.check_distinct), then write the PNG."""
+    import plots
     out.mkdir(parents=True, exist_ok=True)
     if tight:  # figures with a colorbar spanning several axes set their layout themselves
         fig.tight_layout()
+    plots.check_distinct(fig)
     fig.savefig(out / name, dpi=120)
     plt.close(fig)
     print(f"wrote {out / name}")
@@ -79,6 +83,7 @@ def fig_rotation(out, d, theta, n_pos):
 
 def fig_relative(out, d, theta, radius, query_positions=(0, 1000), seed=0):
     """q_m . k_n against m - n for fixed q, k: the curve is the same wherever the query sits."""
+    import plots
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(1, 1, 1, d, generator=g).double(), torch.randn(1, 1, 1, d, generator=g).double()
     delta = torch.arange(-radius, radius + 1)
@@ -91,9 +96,10 @@ def fig_relative(out, d, theta, radius, query_positions=(0, 1000), seed=0):
         kn = pos_rope.apply_rope(k.expand(1, 1, 2 * radius + 1, d), ck.double(), sk.double())
         score = (kn @ qm.transpose(-1, -2)).flatten().flip(0)              # index by delta = m - n
         curves.append(score)
-        ax.plot(delta, score, style, lw=2 if style == "-" else 1.5, label=f"query at m = {m}, key at n = m - Δ")
+        ax.plot(delta, score, style, color=plots.style("rope")["color"] if style == "-" else "k",  # RoPE, then
+                lw=2 if style == "-" else 1.2, label=f"query at m = {m}, key at n = m - Δ")  # a trace over it
     diff = (curves[0] - curves[1]).abs().max().item()
-    ax.axvline(0, color="0.7", lw=0.8)
+    ax.axvline(0, color="0.7", lw=0.8, gid="ref")
     ax.set_xlabel("relative position Δ = m - n")
     ax.set_ylabel("q_m · k_n (rotated)")
     ax.set_title(f"q·k depends only on m - n: curves for m = {query_positions[0]} and {query_positions[1]} "
@@ -144,6 +150,7 @@ def fig_decay(out, dims, theta, max_dist=100_000, seed=0):
 
 def fig_wavelengths(out, d, theta, train_len, factor):
     """Wavelength 2π/θ_i per pair, against the training length, and what YaRN does to each pair."""
+    import plots
     inv = pos_rope.rope_inv_freq(d, theta)
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": train_len}
     inv_y, _ = pos_rope.scaled_inv_freq(d, theta, yarn)
@@ -156,10 +163,11 @@ def fig_wavelengths(out, d, theta, train_len, factor):
     for a, b, c, label in spans:
         if b > a:
             ax.axvspan(a, b, color=c, alpha=0.12, label=label)
-    ax.semilogy(i, 2 * math.pi / inv, "o-", color="k", ms=4, label="plain RoPE: 2π/θ_i")
-    ax.semilogy(i, 2 * math.pi / inv_y, "s--", color="tab:red", ms=3, label=f"YaRN s={factor:g}")
-    ax.axhline(train_len, color="tab:purple", lw=1.5, label=f"training length {train_len}")
-    ax.axhline(factor * train_len, color="tab:purple", ls=":", lw=1.5, label=f"target length {factor * train_len:g}")
+    ax.semilogy(i, 2 * math.pi / inv, ms=4, label="plain RoPE: 2π/θ_i", **plots.style("rope"))
+    ax.semilogy(i, 2 * math.pi / inv_y, ms=3, label=f"YaRN s={factor:g}", **plots.style("rope+yarn"))
+    ax.axhline(train_len, color="0.3", lw=1.5, label=f"training length {train_len}", gid="ref")
+    ax.axhline(factor * train_len, color="0.3", ls=":", lw=1.5, label=f"target length {factor * train_len:g}",
+               gid="ref")
     ax.set_xlabel("dimension pair i"), ax.set_ylabel("wavelength in tokens (log)")
     beta = pos_rope.SCALING_DEFAULTS["yarn"]
     ax.set_title(f"Each pair's wavelength vs the training length (d={d}, base {theta:g}); YaRN ramp from "
@@ -195,6 +203,7 @@ def classify_pairs(ratio, factor):
 
 def fig_pairs(out, scales, factor):
     """θ'_i / θ_i per pair for linear, NTK, YaRN and Llama 3 at each scale: a PNG and a markdown table."""
+    import plots
     s = float(factor)
     fig, axes = plt.subplots(1, len(scales), figsize=(6.5 * len(scales), 4.8), squeeze=False)
     lines = [f"Which RoPE pairs each scaling keeps, blends or interpolates at factor s = {s:g}, per pair i the ratio "
@@ -211,8 +220,9 @@ def fig_pairs(out, scales, factor):
     for ax, (name, d, L0, base) in zip(axes[0], scales):
         label = f"{name} (d={d}, L0={L0}, base {base:g})"
         for (kind, (ratio, logit)), marker in zip(pair_ratios(d, base, L0, s).items(), "os^D"):
-            ax.plot(range(d // 2), ratio, marker + "-", ms=4, lw=1, label=PAIR_METHODS[kind]
-                    + (f" (logits x {logit:.2f})" if logit != 1 else ""))
+            st = plots.style(f"rope+{kind}")  # the shared rule's colour and dash; markers tell overlaps apart
+            ax.plot(range(d // 2), ratio, marker=marker, color=st["color"], ls=st["ls"], ms=4, lw=1.2,
+                    label=PAIR_METHODS[kind] + (f" (logits x {logit:.2f})" if logit != 1 else ""))
             lines.append(f"| {label} | {PAIR_METHODS[kind]} | "
                          + " | ".join(cell(idx) for idx in classify_pairs(ratio, s)) + f" | {logit:.3f} |")
         ax.set_yscale("log"), ax.set_ylim(0.8 / s, 1.25)
@@ -267,7 +277,8 @@ def load(path, make="python train_compare.py"):
 
 
 def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python train_compare.py"):
-    """One head of the last layer at the training length and at factor x that, plain and YaRN."""
+    """One head of the last layer at the training length and at factor x that, plain and YaRN.
+    The maps (block means of at most show x show) go to rope_attention.json, the figure is drawn from it."""
     if not ckpt.is_file():
         print(f"skip figure 5: no checkpoint at {ckpt} (train it with `{make} --variants rope`)")
         return
@@ -275,35 +286,49 @@ def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python
     long_len = long_len or int(factor * L0)
     last = len(model.blocks) - 1
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": L0}
-    fig, axes = plt.subplots(2, 2, figsize=(10, 9.5))
-    for row, scaling in enumerate((None, yarn)):
+    panels = []
+    for scaling in (None, yarn):
         model.set_rope_scaling(scaling)
-        for col, T in enumerate((L0, long_len)):
+        for T in (L0, long_len):
             w = attention_maps(model, val_ids[:T][None], [last], head)[last][0, 0]  # (T, T)
             pool = max(1, T // show)
             w = F.avg_pool2d(w[None, None], pool)[0, 0] if pool > 1 else w  # (T/pool, T/pool) block means
-            w = w.masked_fill(w <= 0, float("nan"))  # the causal zeros stay blank on a log scale
-            im = axes[row, col].imshow(w, norm=LogNorm(1e-5, 1), cmap="magma", extent=(0, T, T, 0))
-            name = "plain RoPE" if scaling is None else f"YaRN s={factor:g} (original {L0})"
-            pooled = f"\n{pool}x{pool} block means" if pool > 1 else ""
-            axes[row, col].set_title(f"{name}, length {T}{pooled}", fontsize=10)
-            axes[row, col].set_xlabel("key position j"), axes[row, col].set_ylabel("query position i")
+            panels.append({"yarn": scaling is not None, "length": T, "pool": pool,
+                           "weights": [[float(f"{v:.3g}") for v in r] for r in w.tolist()]})
     model.set_rope_scaling(None)
-    fig.suptitle(f"{ckpt.name}: attention of the last layer, head {head}; trained at length {L0}")
+    data = {"checkpoint": ckpt.name, "head": head, "layer": last, "train_len": L0, "factor": factor, "panels": panels}
+    tiny_lm.atomic_write_text(out / "rope_attention.json", json.dumps(data))
+    draw_attention(out, data)
+
+
+def draw_attention(out, data):
+    """Figure 5 from the data fig_attention stores (rope_attention.json)."""
+    fig, axes = plt.subplots(2, 2, figsize=(10, 9.5))
+    for ax, p in zip(axes.flat, data["panels"]):
+        T, w = p["length"], torch.tensor(p["weights"])
+        w = w.masked_fill(w <= 0, float("nan"))  # the causal zeros stay blank on a log scale
+        im = ax.imshow(w, norm=LogNorm(1e-5, 1), cmap="magma", extent=(0, T, T, 0))
+        name = f"YaRN s={data['factor']:g} (original {data['train_len']})" if p["yarn"] else "plain RoPE"
+        pooled = f"\n{p['pool']}x{p['pool']} block means" if p["pool"] > 1 else ""
+        ax.set_title(f"{name}, length {T}{pooled}", fontsize=10)
+        ax.set_xlabel("key position j"), ax.set_ylabel("query position i")
+    fig.suptitle(f"{data['checkpoint']}: attention of the last layer, head {data['head']}; "
+                 f"trained at length {data['train_len']}")
     fig.subplots_adjust(left=0.08, right=0.86, top=0.9, bottom=0.06, hspace=0.3, wspace=0.3)
     fig.colorbar(im, cax=fig.add_axes([0.89, 0.25, 0.015, 0.5]), label="attention weight (log scale)")
     save(fig, out, "rope_attention.png", tight=False)
 
 
 def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_compare.py"):
-    """Mean attention distance sum_j w_ij (i - j) per layer/head, for base 10, 1e4, 1e6."""
+    """Mean attention distance sum_j w_ij (i - j) per layer/head, for base 10, 1e4, 1e6: measured
+    here, stored in rope_theta_attention.json, drawn from it."""
     paths = [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         print(f"skip figure 6: {', '.join(missing)} missing in {ckpt_dir} "
               f"(train them with `{make} --variants {','.join(THETA_VARIANTS)}`)")
         return
-    rows = {}
+    rows = []
     for p in paths:
         model, L0, val_ids = load(p, make)
         T = length or L0
@@ -313,18 +338,27 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_com
         windows = val_ids[: n_windows * T].view(n_windows, T)  # (N, T), consecutive windows
         maps = attention_maps(model, windows, range(len(model.blocks)))
         dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).float()  # (T, T): i - j
-        rows[model.cfg.rope_theta] = [(maps[l] * dist).sum(-1).mean(dim=(0, 2)) for l in maps]  # per layer (H,)
-    thetas = sorted(rows)
-    n_layer, n_head = len(rows[thetas[0]]), rows[thetas[0]][0].numel()
+        per_head = [(maps[l] * dist).sum(-1).mean(dim=(0, 2)).tolist() for l in maps]  # per layer, (H,) each
+        rows.append({"variant": p.stem, "theta": model.cfg.rope_theta, "distance": per_head})
+    data = {"windows": n_windows, "length": T, "rows": sorted(rows, key=lambda r: r["theta"])}
+    tiny_lm.atomic_write_text(out / "rope_theta_attention.json", json.dumps(data, indent=1))
+    draw_theta(out, data)
+
+
+def draw_theta(out, data):
+    """Figure 6 and its table from the data theta_ablation stores (rope_theta_attention.json)."""
+    import plots
+    rows, T, n_windows = data["rows"], data["length"], data["windows"]
+    n_layer, n_head = len(rows[0]["distance"]), len(rows[0]["distance"][0])
     labels = [f"L{l}H{h}" for l in range(n_layer) for h in range(n_head)]
     uniform = (T - 1) / 4  # causal uniform attention: query i averages i/2 over i = 0 .. T-1
-    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels) * len(thetas) / 2), 4.8))
-    width = 0.8 / len(thetas)
-    for k, th in enumerate(thetas):
-        vals = torch.cat(rows[th])
-        x = torch.arange(len(labels)) + (k - (len(thetas) - 1) / 2) * width
-        ax.bar(x, vals, width, label=f"θ = {th:,.0f}")
-    ax.axhline(uniform, color="0.4", ls="--", lw=1, label=f"uniform causal attention ({uniform:.0f})")
+    fig, ax = plt.subplots(figsize=(max(8, 0.6 * len(labels) * len(rows) / 2), 4.8))
+    width = 0.8 / len(rows)
+    for k, r in enumerate(rows):
+        x = torch.arange(len(labels)) + (k - (len(rows) - 1) / 2) * width
+        ax.bar(x, [v for layer in r["distance"] for v in layer], width, label=f"θ = {r['theta']:,.0f}",
+               color=plots.style(r["variant"])["color"])
+    ax.axhline(uniform, color="0.4", ls="--", lw=1, label=f"uniform causal attention ({uniform:.0f})", gid="ref")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("layer / head"), ax.set_ylabel("mean attention distance (tokens)")
     ax.set_title(f"Mean attention distance Σ_j w_ij (i - j) per head, {n_windows} validation windows of {T}",
@@ -333,11 +367,11 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_com
     save(fig, out, "rope_theta_attention.png")
     lines = [f"Mean attention distance (tokens), sum_j w_ij (i - j) averaged over queries and {n_windows} "
              f"validation windows of length {T}; uniform causal attention gives {uniform:.1f}.", "",
-             "| layer | head | " + " | ".join(f"theta {th:,.0f}" for th in thetas) + " |",
-             "|---|---|" + "---|" * len(thetas)]
+             "| layer | head | " + " | ".join(f"theta {r['theta']:,.0f}" for r in rows) + " |",
+             "|---|---|" + "---|" * len(rows)]
     for l in range(n_layer):
         for h in range(n_head):
-            lines.append(f"| {l} | {h} | " + " | ".join(f"{rows[th][l][h].item():.1f}" for th in thetas) + " |")
+            lines.append(f"| {l} | {h} | " + " | ".join(f"{r['distance'][l][h]:.1f}" for r in rows) + " |")
     tiny_lm.atomic_write_text(out / "rope_theta_attention.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'rope_theta_attention.md'}")
 
@@ -370,13 +404,16 @@ def main(argv=None):
                                                     "(default runs/main, or runs/quick with --quick)")
     p.add_argument("--windows", type=int, default=4, help="figure 6: validation windows averaged")
     p.add_argument("--length", type=int, default=None, help="figure 6: window length (default: training length)")
+    p.add_argument("--redraw", action="store_true",
+                   help="load no checkpoint: figures 1-4 as always, 5 and 6 from the rope_attention.json and "
+                        "rope_theta_attention.json already in --out")
     args = p.parse_args(argv)
     try:
         only = {int(x) for x in args.only.split(",") if x.strip()}
     except ValueError:
         p.error(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
-    runs = Path("runs/quick" if args.quick else "runs/main")
-    out = Path(args.out or (runs / "results" if args.quick else "results"))
+    runs, results = run_dirs(quick=args.quick)
+    out = Path(args.out or results)
     ckpt, ckpt_dir = Path(args.ckpt or runs / "rope.pt"), Path(args.ckpt_dir or runs)
     make = "python train_compare.py" + (" --quick" if args.quick else "")
     torch.manual_seed(0)
@@ -389,6 +426,11 @@ def main(argv=None):
     if 4 in only:
         fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
         fig_pairs(out, [("this repo", args.head_dim, args.train_len, args.theta), LLAMA_SCALE], args.factor)
+    if args.redraw:
+        for n, name, draw in ((5, "rope_attention.json", draw_attention), (6, "rope_theta_attention.json", draw_theta)):
+            if n in only and (out / name).is_file():
+                draw(out, json.loads((out / name).read_text(encoding="utf-8")))
+        return
     for n, draw in ((5, lambda: fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)),
                     (6, lambda: theta_ablation(out, ckpt_dir, args.windows, args.length, make=make))):
         if n in only:

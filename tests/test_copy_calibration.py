@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import copy_calibration as CC
+import copy_mixture as CM
 import tiny_lm
 import train_compare as TC
 
@@ -24,7 +25,7 @@ def test_plant_keys_writes_each_key_where_it_says(copies, max_gap):
     g = torch.Generator().manual_seed(copies * 10 + (max_gap or 0))
     for _ in range(50):
         row = torch.randint(0, 40, (257,))
-        planted = TC.plant_keys(row, g, KEYS, key_len=(8, 20), n_keys=2, copies=copies, max_gap=max_gap)
+        planted = CM.plant_keys(row, g, KEYS, key_len=(8, 20), n_keys=2, copies=copies, max_gap=max_gap)
         assert planted, "nothing planted in a 257-token window"
         marked = torch.zeros_like(row, dtype=torch.bool)
         for starts, K in planted:
@@ -43,7 +44,8 @@ def test_plant_keys_writes_each_key_where_it_says(copies, max_gap):
 
 def test_synthetic_windows_hold_only_key_characters():
     ids = torch.randint(0, 40, (3000,))
-    x, y = TC.copy_windows(ids, 64, 8, KEYS, seed=0, key_len=(6, 6), copies=3, synthetic=1.0)(0, torch.Generator())
+    x, y = CM.copy_windows(TC.random_windows(ids, 64, 8), 8, 64, KEYS, seed=0, key_len=(6, 6), copies=3,
+                          synthetic=1.0)(0, torch.Generator())
     assert bool(((x >= 40) & (y >= 40)).all()), "a synthetic window kept some text"
     assert torch.equal(x[:, 1:], y[:, :-1])
 
@@ -125,4 +127,4 @@ def test_mixtures_fit_the_training_window():
     for name, mix in CC.MIXTURES.items():
         row = torch.zeros(TC.TrainConfig.seq_len + 1, dtype=torch.long)
         big = replace(mix, key_len=(mix.key_len[1], mix.key_len[1]))
-        assert TC.plant_keys(row, g, KEYS, big.key_len, big.n_keys, big.copies, big.max_gap), name
+        assert CM.plant_keys(row, g, KEYS, big.key_len, big.n_keys, big.copies, big.max_gap), name

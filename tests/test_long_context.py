@@ -7,7 +7,8 @@ import torch.nn.functional as F
 import extrapolation_test as ET
 import long_context_test as LC
 import tiny_lm
-from train_compare import copy_windows, key_ids_of, random_windows
+from copy_mixture import copy_windows, key_ids_of
+from train_compare import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789"
@@ -103,7 +104,8 @@ def test_effective_context_and_bootstrap():
 def test_copy_windows_keep_the_text_windows_and_plant_pairs():
     ids = torch.randint(0, TEXT, (5000,))
     key_ids, T, B = key_ids_of(VOCAB), 64, 32
-    plain, copy = random_windows(ids, T, B), copy_windows(ids, T, B, key_ids, seed=0, frac=0.5, key_len=(8, 12), n_keys=1)
+    plain = random_windows(ids, T, B)
+    copy = copy_windows(random_windows(ids, T, B), B, T, key_ids, seed=0, frac=0.5, key_len=(8, 12), n_keys=1)
     planted_rows = 0
     for step in range(3):
         x0, y0 = plain(step, torch.Generator().manual_seed(step))
@@ -124,7 +126,8 @@ def test_copy_windows_keep_the_text_windows_and_plant_pairs():
         x2, _ = copy(step, torch.Generator().manual_seed(step))
         assert torch.equal(x1, x2), "the same step must plant the same keys (resume)"
     assert 0.3 < planted_rows / (3 * B) < 0.7, f"{planted_rows} of {3 * B} windows planted, want about half"
-    x, y = copy_windows(ids, 256, B, key_ids, seed=0)(0, torch.Generator().manual_seed(0))  # the defaults
+    defaults = copy_windows(random_windows(ids, 256, B), B, 256, key_ids, seed=0)
+    x, y = defaults(0, torch.Generator().manual_seed(0))
     w = torch.cat([x, y[:, -1:]], 1)
     n_digits = (w >= TEXT).sum(1)
     assert bool((n_digits > 0).all()), "with the default fraction every window holds a key"

@@ -1,46 +1,79 @@
-"""The README must not drift from results/: its table is the one extrapolation_test.py wrote,
-and the ratios it quotes are the ones benchmark.py measured."""
+"""The README and docs/ must not drift from results/: every table between markers is the one
+its script wrote, the glance table is recomputed from results/*.json, and the numbers the
+prose quotes (throughput ratios, final validation losses) are the measured ones."""
+import csv
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
 import pytest
+
+import eval_common
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
+
+
+def block(name: str):
+    """(page, text between <!-- name-table:start --> and its end marker); fails if no page has them."""
+    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        if start in text and end in text:
+            return page, text.split(start, 1)[1].split(end, 1)[0].strip()
+    pytest.fail(f"no page in README.md or docs/ holds the {name} table markers")
 
 
 @pytest.mark.parametrize("name,script", [("extrapolation", "extrapolation_test.py"),
                                          ("context_use", "long_context_test.py"),
                                          ("retrieval", "long_context_test.py"),
                                          ("copy_calibration", "copy_calibration.py")])
-def test_readme_tables_are_the_results_tables(name, script):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
-    assert start in readme and end in readme, f"README lost its {name} table markers"
-    block = readme.split(start, 1)[1].split(end, 1)[0].strip()
+def test_tables_are_the_results_tables(name, script):
+    page, text = block(name)
     results = (ROOT / "results" / f"{name}.md").read_text(encoding="utf-8").strip()
-    assert block == results, f"README's table differs from results/{name}.md: rerun {script}"
+    assert text == results, f"{page.name}'s {name} table differs from results/{name}.md: rerun {script} --redraw"
 
 
-def test_readme_quotes_measured_ratios():
+def test_glance_table_is_computed_from_results():
+    page, text = block("glance")
+    assert page.name == "README.md", "the glance table belongs in the README"
+    want = eval_common.glance_table(ROOT / "results").strip()
+    assert text == want, f"README's glance table differs from the one results/ gives:\n{want}"
+    assert text.count("\n") >= 6, f"the glance table lost rows:\n{text}"
+
+
+def test_readme_is_short_and_finished():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 15_000, f"README.md has {len(readme):,} characters; the limit is 15,000"
+    assert "{{" not in readme, "README.md still has a placeholder: " + readme[readme.index("{{"):][:40]
+
+
+def test_links_resolve():
+    bad = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (page.parent / target).exists():
+                bad.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not bad, "links to files that do not exist: " + "; ".join(bad)
+
+
+def test_benchmark_page_quotes_measured_ratios():
+    page = (ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8")
     bench = (ROOT / "results" / "benchmark.md").read_text(encoding="utf-8")
     ratios = bench.split("## Ratios", 1)[1]
     train = dict(re.findall(r"(none|learned|sin|rope|alibi) (\d\.\d{3})", ratios.split("Reference:")[0]))
     assert len(train) == 5, ratios
     for scheme, value in train.items():
-        assert f"{scheme} {value}" in readme or f"{scheme} {value}**" in readme or f"**{scheme} {value}" in readme, \
-            f"README does not quote the measured {scheme} throughput ratio {value}"
+        assert re.search(rf"\**{scheme} {value}\**", page), \
+            f"docs/benchmark.md does not quote the measured {scheme} throughput ratio {value}"
     evalratio = re.search(r"evaluation time ratio at T=\d+ .*?: (\d\.\d{3})", ratios).group(1)
-    assert evalratio in readme, f"README does not quote the measured ALiBi/RoPE ratio {evalratio}"
+    assert evalratio in page, f"docs/benchmark.md does not quote the measured ALiBi/RoPE ratio {evalratio}"
 
 
-def test_readme_quotes_final_validation_losses():
+def test_results_page_quotes_final_validation_losses():
     """The findings quote each scheme's last validation loss; they must be train_log.csv's."""
-    import csv
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"Validation loss at 256 after training\s+\(`results/train_log.csv`[^)]*\):(.*?)nats/char", readme, re.S)
-    assert m, "README lost the sentence quoting the final validation losses"
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    m = re.search(r"Validation loss at 256 after training\s+\(`results/train_log.csv`[^)]*\):(.*?)nats/char", page, re.S)
+    assert m, "docs/results.md lost the sentence quoting the final validation losses"
     quoted = dict(re.findall(r"(none|learned|sin|rope|alibi) (\d\.\d{3})", m.group(1)))
     assert len(quoted) == 5, f"expected five quoted losses, got {quoted}"
     last = {}
@@ -49,4 +82,4 @@ def test_readme_quotes_final_validation_losses():
             last[row["variant"]] = float(row["val_loss"])  # rows are in step order: the last one wins
     for scheme, value in quoted.items():
         diff = abs(float(value) - last[scheme])
-        assert diff < 5e-4, f"README quotes {scheme} {value}, train_log.csv ends at {last[scheme]:.4f} (diff {diff:.1e})"
+        assert diff < 5e-4, f"docs quote {scheme} {value}, train_log.csv ends at {last[scheme]:.4f} (diff {diff:.1e})"

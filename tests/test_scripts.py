@@ -126,7 +126,7 @@ def test_cached_vs_full_matches_for_plain_rope():
 
 def test_scalings_rows_factors():
     """Training-free rows: factor k * L / L_train (at least 1); rope+dynamic keeps factor 1."""
-    from extrapolation_test import scaling_at
+    from eval_common import scaling_at
     assert scaling_at("ntk", 1024, 256)["factor"] == 4.0
     assert scaling_at("ntk(4s)", 1024, 256)["factor"] == 16.0
     assert scaling_at("ntk(16s)", 256, 256)["factor"] == 16.0

@@ -1,5 +1,6 @@
-"""The scripts' smoke paths: --quick never touches results/, figures 1-4 need no checkpoint,
-and every --help lists every flag the script defines."""
+"""The scripts' smoke paths: --quick and the preview never touch results/, README.md or docs/;
+every table and figure in results/ redraws from results/*.json alone; figures 1-4 need no
+checkpoint; and every --help lists every flag the script defines."""
 import hashlib
 import os
 import re
@@ -13,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["train_compare.py", "extrapolation_test.py", "long_context_test.py", "benchmark.py", "breakage_test.py",
-           "visualize_rope.py", "recipe_ablation.py"]
+           "visualize_rope.py", "recipe_ablation.py", "copy_calibration.py"]
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread is faster
 
 
@@ -46,19 +47,24 @@ def copy_checkout(dst: Path) -> None:
 CHAIN = [["train_compare.py", "--quick", "--steps", "5"],
          ["extrapolation_test.py", "--quick"],
          ["long_context_test.py", "--quick"],
-         ["visualize_rope.py", "--quick"]]
+         ["visualize_rope.py", "--quick"],
+         # the preview's code path, shrunk: its presets, folders and table, not its sizes
+         ["train_compare.py", "--preset", "preview", "--steps", "3", "--seq-len", "32", "--batch-size", "4",
+          "--n-layer", "1", "--n-embd", "16", "--n-head", "2"],
+         ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"]]
 INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
                ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
                ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
 
 
 def test_quick_modes_leave_results_untouched(tmp_path):
-    """Every --quick run in a copy of the repository: results/ and README.md byte-identical after."""
+    """Every --quick run and the preview in a copy of the repository: results/, README.md and docs/
+    byte-identical after."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to list the tracked files")
     repo = tmp_path / "repo"
     copy_checkout(repo)
-    watched = ["results", "README.md"]
+    watched = ["results", "README.md", "docs"]
     before = tree_hashes(repo, watched)
     assert before, "the copy has no results/ to compare"
     t0 = time.perf_counter()
@@ -81,12 +87,44 @@ def test_quick_modes_leave_results_untouched(tmp_path):
     changed = sorted(f for f in before if f in after and after[f] != before[f])
     added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
     assert not (changed or added or removed), \
-        (f"a --quick run wrote into results/ or README.md ({secs:.0f} s of runs): changed {changed}, "
+        (f"a --quick or preview run wrote into results/, README.md or docs/ ({secs:.0f} s of runs): changed {changed}, "
          f"added {added}, removed {removed}")
     assert not failures, "\n".join(failures)
     for rel in ("runs/quick/results/extrapolation.md", "runs/quick/results/rope_rotation.png",
-                "runs/quick/results/context_use.png", "runs/quick/results/retrieval.png"):
+                "runs/quick/results/context_use.png", "runs/quick/results/retrieval.png",
+                "runs/preview/results/ppl_vs_length.png", "runs/preview/results/extrapolation.md"):
         assert (repo / rel).is_file(), f"{rel} missing: the quick outputs went somewhere else"
+    preview = (repo / "runs/preview/results/extrapolation.md").read_text()
+    assert preview.startswith("| variant | ppl@32 | ppl@64 |") and "rope+yarn" in preview, preview
+
+
+REDRAW = [["train_compare.py", "--redraw"], ["extrapolation_test.py", "--redraw"], ["long_context_test.py", "--redraw"],
+          ["copy_calibration.py", "--redraw"], ["recipe_ablation.py", "--redraw"], ["breakage_test.py", "--redraw"],
+          ["benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"]]
+
+
+def test_every_table_and_figure_redraws_from_json(tmp_path):
+    """In a copy with no runs/ and no checkpoint: delete every table and figure in results/, keep the
+    JSON files, run each script's --redraw. Every file comes back; the tables byte-identical."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to list the tracked files")
+    repo = tmp_path / "repo"
+    copy_checkout(repo)
+    assert not (repo / "runs").exists()
+    drawn = {f.name: f.read_bytes() for f in (repo / "results").iterdir() if f.is_file() and f.suffix != ".json"}
+    for name in drawn:
+        (repo / "results" / name).unlink()
+    for cmd in REDRAW:
+        r = subprocess.run([sys.executable, *cmd], cwd=repo, env=ENV, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-800:]}"
+    missing = sorted(n for n in drawn if not (repo / "results" / n).is_file())
+    assert not missing, f"not redrawn from results/*.json: {missing}"
+    differ = sorted(n for n, b in drawn.items() if not n.endswith(".png") and (repo / "results" / n).read_bytes() != b)
+    assert not differ, f"redrawn tables differ from the committed ones: {differ}"
+    for name in (n for n in drawn if n.endswith(".png")):
+        assert (repo / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{name} is not a PNG"
+    for page in ["README.md"] + [f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")]:
+        assert (repo / page).read_text() == (ROOT / page).read_text(), f"redrawing changed {page}"
 
 
 @pytest.mark.usefixtures("one_thread")

@@ -1,0 +1,96 @@
+"""The copy mixture: random keys planted into training windows, each written more than once,
+so that predicting a later copy pays for attention back over the distance (Kazemnejad et al.
+2023's synthetic-task idea, on real text). Nothing in Shakespeare pays for that otherwise.
+
+plant_keys writes the copies into one window; plant_window decides, for one window, how
+(near or anywhere) and calls it. Both training (copy_windows) and copy_calibration.py's probe
+windows plant through plant_window, so a probe is planted exactly like a training window.
+"""
+import torch
+
+from tiny_lm import CorpusError
+
+# Keys are digits: the plays hold almost none (at most 4 of each), so the first copy is the only
+# earlier place a key's characters occur; letters are everywhere in the text.
+KEY_CHARS = "0123456789"
+
+
+def plant_keys(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, key_len=(32, 96), n_keys: int = 1,
+               copies: int = 2, max_gap: int = None) -> list:
+    """Overwrite row (one window, T + 1 tokens) in place with up to n_keys random keys of
+    key_len = (min, max) characters drawn from key_ids, each written `copies` times.
+    Two copies with max_gap=None (the copy mixture): the second starts d characters after the
+    first, d uniform over what fits. Otherwise consecutive copies are 0..max_gap characters
+    apart (max_gap=None: as far as fits). A key that would overlap one already planted is
+    redrawn, up to 8 times. Returns [(starts, K)] of the keys planted."""
+    n, planted, tries = row.numel(), [], 0
+    taken = torch.zeros(n, dtype=torch.bool)
+    while len(planted) < n_keys and tries < 8 * n_keys:
+        tries += 1
+        K = int(torch.randint(key_len[0], key_len[1] + 1, (1,), generator=g))
+        if copies == 2 and max_gap is None:
+            d = int(torch.randint(K, n + 1 - K, (1,), generator=g))      # K <= d <= n - K: no overlap
+            starts = [int(torch.randint(0, n + 1 - K - d, (1,), generator=g))]  # a + d + K <= n: both fit
+            starts.append(starts[0] + d)
+        else:
+            room = n - copies * K  # characters left for the gaps and the lead-in
+            if room < 0:
+                raise ValueError(f"{copies} copies of a {K}-character key do not fit in a window of {n}")
+            G = room // (copies - 1) if max_gap is None else min(max_gap, room // (copies - 1))
+            gaps = torch.randint(0, G + 1, (copies - 1,), generator=g).tolist()
+            a = int(torch.randint(0, room - sum(gaps) + 1, (1,), generator=g))
+            starts = [a + i * K + sum(gaps[:i]) for i in range(copies)]
+        if any(taken[s:s + K].any() for s in starts):
+            continue  # would overwrite a key already planted
+        key = key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
+        for s in starts:
+            row[s:s + K] = key
+            taken[s:s + K] = True
+        planted.append((starts, K))
+    return planted
+
+
+def plant_window(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, key_len=(32, 96), n_keys: int = 1,
+                 copies: int = 2, max_gap: int = None, near_frac: float = 1.0) -> list:
+    """Plant one window: with max_gap, a fraction near_frac of windows keep their copies within
+    max_gap of each other and the others place them anywhere (no random draw when near_frac >= 1).
+    Returns plant_keys' [(starts, K)]."""
+    near = near_frac >= 1 or float(torch.rand(1, generator=g)) < near_frac
+    return plant_keys(row, g, key_ids, key_len, n_keys, copies, max_gap if near else None)
+
+
+def random_row(n: int, key_ids: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """n random key characters: a synthetic window with no text in it."""
+    return key_ids[torch.randint(0, key_ids.numel(), (n,), generator=g)]
+
+
+def copy_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int, frac: float = 1.0,
+                 key_len=(32, 96), n_keys: int = 1, copies: int = 2, max_gap: int = None,
+                 synthetic: float = 0.0, near_frac: float = 1.0):
+    """Batches of the copy mixture: the windows that `windows` (train_compare.random_windows)
+    draws, and in a fraction `frac` of them keys planted by plant_window (defaults: one key of
+    32-96 digits, twice, at a random distance). synthetic > 0 (copy_calibration.py only): that
+    fraction of windows is first replaced by random key characters, so the copies sit in noise.
+
+    The planting draws from its own generator, seeded by (seed, step), so the windows are
+    exactly those the main models see and a resumed run plants the same keys."""
+    def batch(step: int, gen: torch.Generator):
+        x, y = windows(step, gen)                    # (B, T) each
+        seq = torch.cat([x, y[:, -1:]], dim=1)       # (B, T + 1): the whole window
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        if synthetic > 0:
+            for b in torch.nonzero(torch.rand(B, generator=g) < synthetic).flatten().tolist():
+                seq[b] = random_row(T + 1, key_ids, g)
+        for b in torch.nonzero(torch.rand(B, generator=g) < frac).flatten().tolist():
+            plant_window(seq[b], g, key_ids, key_len, n_keys, copies, max_gap, near_frac)
+        return seq[:, :-1], seq[:, 1:]
+    return batch
+
+
+def key_ids_of(vocab: str) -> torch.Tensor:
+    """Token ids of the key characters; the copy mixture needs all ten digits in the vocabulary."""
+    missing = [c for c in KEY_CHARS if c not in vocab]
+    if missing:
+        raise CorpusError(f"the copy mixture plants keys of digits, but the corpus lacks {''.join(missing)!r}; "
+                          f"use a corpus that contains every digit at least once")
+    return torch.tensor([vocab.index(c) for c in KEY_CHARS])

@@ -1,0 +1,268 @@
+"""What the evaluation scripts share (extrapolation_test, long_context_test, recipe_ablation,
+copy_calibration): where outputs go, finding and checking checkpoints, the training-free RoPE
+scalings, the validation blocks, and the results files (CSV, merged JSON rows, tables kept
+in sync in the README and docs/).
+
+Per-position loss has one owner, tiny_lm.token_losses; output folders follow variants.run_dirs.
+"""
+import csv
+import io
+import json
+import resource
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+import tiny_lm
+from tiny_lm import CheckpointError, CorpusError
+from variants import ALL_NAMES, DEFAULT_VARIANTS, VARIANTS, TrainConfig, order_of, run_dirs
+
+HERE = Path(__file__).resolve().parent
+
+
+def fail(msg: str, code: int = 2):
+    """One line on stderr (on its own line even under a progress bar), then exit."""
+    tqdm.write(f"error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+# ----------------------------------------------------------------------------- command line and folders
+
+def add_common_flags(p) -> None:
+    """The flags every evaluation script shares."""
+    p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
+    p.add_argument("--corpus", default=None, help="the corpus the checkpoints were trained on (default Shakespeare)")
+    p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
+    p.add_argument("--results", default=None, help="output folder (default results/; <ckpt-dir>/results with "
+                                                   "--quick or --preset preview)")
+    p.add_argument("--quick", action="store_true", help="smoke test on the --quick checkpoints (runs/quick)")
+    p.add_argument("--preset", choices=["preview"], default=None,
+                   help="preview: the checkpoints of train_compare.py --preset preview, output under runs/preview")
+    p.add_argument("--redraw", action="store_true",
+                   help="evaluate nothing: rebuild this script's tables and figures in --results from its JSON files")
+
+
+def eval_dirs(args) -> tuple:
+    """(checkpoint folder, results folder, the command that makes the checkpoints) for these
+    arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
+    ckpt_default, results_default = run_dirs(args.quick, args.preset)
+    ckpt_dir = Path(getattr(args, "ckpt_dir", None) or ckpt_default)
+    small = args.quick or args.preset == "preview"
+    results = Path(args.results) if args.results else (ckpt_dir / "results" if small else results_default)
+    make = "python train_compare.py" + (" --quick" if args.quick else f" --preset {args.preset}" if args.preset else "")
+    return ckpt_dir, results, make
+
+
+def load_eval_data(args, min_val_chars: int = 0):
+    """(device, validation ids, vocabulary, corpus fingerprint); exits with one line on a bad device or corpus."""
+    try:
+        device = tiny_lm.pick_device(args.device)
+        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=min_val_chars)
+    except (ValueError, CorpusError) as e:
+        fail(str(e))
+    return device, tiny_lm.CharTokenizer(vocab).encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text)
+
+
+def int_list(text: str, flag: str, increasing: bool = True) -> list:
+    """Comma-separated integers, non-negative and strictly increasing; exits with one line if not."""
+    try:
+        vals = [int(x) for x in text.split(",")]
+    except ValueError:
+        fail(f"{flag} must be comma-separated integers, got {text!r}")
+    if increasing and (any(b <= a for a, b in zip(vals, vals[1:])) or vals[0] < 0):
+        fail(f"{flag} must be non-negative and strictly increasing, got {text}")
+    return vals
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "found") -> list:
+    """Variant names to evaluate: those of --variants (each must have a checkpoint), or else
+    every one found in ckpt_dir; default="main" also requires the main job's base schemes."""
+    if variants:
+        names = variants.split(",")
+        bad = [n for n in names if n not in ALL_NAMES]
+        if bad:
+            fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)}")
+        required = names
+    else:
+        required = [n for n in DEFAULT_VARIANTS if n in VARIANTS] if default == "main" else []
+        names = [n for n in ALL_NAMES if n in required or (ckpt_dir / f"{n}.pt").exists()]
+    missing = [n for n in required if not (ckpt_dir / f"{n}.pt").exists()]
+    if missing:
+        fail(f"no checkpoint for {','.join(missing)} in {ckpt_dir}/; run `{make}"
+             f"{' --variants ' + ','.join(missing) if variants else ''}` first", code=1)
+    if not names:
+        fail(f"no checkpoints in {ckpt_dir}/; run `{make}` first")
+    return names
+
+
+def load_checked(path: Path, device, make: str, vocab: str, fingerprint: str, longest: int = 0):
+    """(model, checkpoint dict) of a checkpoint trained on this corpus whose learned table (if
+    any) covers `longest` positions; exits with one line if not."""
+    try:
+        model, ck = tiny_lm.load_checkpoint(path, device=device, make_with=make)
+    except CheckpointError as e:
+        fail(str(e))
+    if ck["vocab"] != vocab or ck.get("extra", {}).get("corpus", fingerprint) != fingerprint:
+        fail(f"{path} was trained on another corpus (vocabulary or text differs); pass the same --corpus "
+             f"it was trained with, or retrain with `{make} --force`")
+    if model.cfg.pos == "learned" and longest > model.cfg.max_len:
+        fail(f"{path}: windows of {longest} characters are beyond its learned table ({model.cfg.max_len} rows); "
+             f"use shorter lengths")
+    return model, ck
+
+
+def train_len_of(ck: dict) -> int:
+    """The length a checkpoint was trained at (a fine-tune's own, longer one)."""
+    return ck["extra"].get("train_config", {}).get("seq_len", TrainConfig.seq_len)
+
+
+# ----------------------------------------------------------------------------- training-free RoPE scalings
+
+# row suffix -> (rope_type, k): factor k * L / L_train at length L (at least 1); k None = factor 1
+SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "ntk(16s)": ("ntk", 16),
+            "dynamic": ("dynamic", None), "yarn": ("yarn", 1), "llama3": ("llama3", 1)}
+
+
+def check_scalings(text: str) -> list:
+    """The --scalings list; exits with one line on an unknown name."""
+    scalings = [s for s in text.split(",") if s]
+    if set(scalings) - set(SCALINGS):
+        fail(f"unknown scaling(s) {','.join(sorted(set(scalings) - set(SCALINGS)))}; known: {','.join(SCALINGS)}")
+    return scalings
+
+
+def scaling_at(name: str, L: int, L_train: int) -> dict:
+    """The scaling dict of training-free row rope+<name> at evaluation length L."""
+    kind, k = SCALINGS[name]
+    factor = 1.0 if k is None else max(1.0, k * L / L_train)
+    return {"rope_type": kind, "factor": factor, "original_max_len": L_train}
+
+
+def length_setter(model, scaling: str, L_train: int):
+    """None for an unscaled row; else set_length(L), which gives the model the scaling's factor for
+    windows of L characters (the factor follows the whole window's length)."""
+    if scaling is None:
+        return None
+    return lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train))
+
+
+def factor_label(name: str) -> str:
+    """How the factor of row rope+<name> follows the length: "s", "4s", ... or "1"."""
+    k = SCALINGS[name][1]
+    return "1" if k is None else ("s" if k == 1 else f"{k}s")
+
+
+# ----------------------------------------------------------------------------- validation text
+
+def spread_blocks(n_ids: int, block: int, n_blocks: int) -> list:
+    """Starts of n_blocks non-overlapping blocks of block + 1 tokens, spread evenly from the
+    beginning to the end of a text of n_ids tokens (so every held-out play is sampled)."""
+    if n_blocks * block + 1 > n_ids:
+        raise CorpusError(f"validation text has {n_ids} tokens, fewer than {n_blocks} blocks of {block} + 1; "
+                          f"use --tokens {block * max(1, (n_ids - 1) // block)} or less, or shorter --lengths")
+    last = n_ids - block - 1
+    return [round(i * last / max(1, n_blocks - 1)) for i in range(n_blocks)]
+
+
+def peak_rss_gib() -> float:
+    """Peak resident memory of this process so far (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+
+
+# ----------------------------------------------------------------------------- results files
+
+def csv_text(rows) -> str:
+    """rows (dicts) as CSV text, the columns those of the first row: every script's CSV writer."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+LOG_KEYS = ("step", "train_loss", "val_loss", "tokens_per_s")
+
+
+def read_logs(results: Path) -> dict:
+    """The training log, {variant: {step, train_loss, val_loss, tokens_per_s}}, from
+    results/train_log.json; {} if there is none yet."""
+    return read_json(Path(results) / "train_log.json").get("logs", {})
+
+
+def read_json(path: Path) -> dict:
+    """A results JSON file, or {} if there is none yet."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def merge_rows(old: list, new: list, key=lambda r: r["variant"]) -> list:
+    """Rows of a run of some variants merged into the rows already in a results file: a new row
+    replaces the old one with the same key, old rows the run did not touch are kept, and the
+    result is in the order of the variant registry (stable for rows of one variant)."""
+    fresh = {key(r) for r in new}
+    rows = [r for r in old if key(r) not in fresh] + list(new)
+    return sorted(rows, key=lambda r: order_of(r["variant"]))
+
+
+def is_repo_results(results: Path) -> bool:
+    return Path(results).resolve() == (HERE / "results").resolve()
+
+
+def sync_table(name: str, table_md: str, results: Path) -> None:
+    """Copy a table into the page (README.md or docs/*.md) that holds its markers
+    <!-- name-table:start --> ... <!-- name-table:end -->, so no page shows a number a script
+    did not write. Only for the repository's own results/ (never for smoke runs or previews)."""
+    if not is_repo_results(results):
+        return
+    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
+    for page in [HERE / "README.md"] + sorted((HERE / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8") if page.exists() else ""
+        a, b = text.find(start), text.find(end)
+        if a >= 0 and b > a:
+            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip() + "\n" + text[b:])
+
+
+# ----------------------------------------------------------------------------- the README's glance table
+
+GLANCE_ROWS = ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_yarn")
+
+
+def glance_table(results: Path) -> str:
+    """The README's small table, computed from results/*.json by the rules stated under it:
+    breaks = ppl@4096 / ppl@256 > 1.2; uses context beyond 200 characters = effective context
+    >= 448; retrieves at distance = exact match >= 50% at d = 512, read from the same scheme's
+    copy-trained model (<scheme>_copy) where one was measured, else "not measured"."""
+    ex = read_json(results / "extrapolation.json")
+    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
+    ret = {(r["variant"], r["distance"]): r for r in read_json(results / "retrieval.json").get("rows", [])}
+    rows = {r["variant"]: r for r in ex.get("rows", [])}
+    lines = ["| model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
+             "retrieves at distance? |", "|---|---|---|---|---|---|"]
+    for name in (n for n in GLANCE_ROWS if n in rows):
+        r = rows[name]
+        breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
+        c = ctx.get(name)
+        uses = "not measured" if c is None else ("yes" if c["effective_context"] >= 448 else "no") + \
+            f" ({c['effective_context']})"
+        copy = copy_counterpart(name)
+        hit = ret.get((copy, 512))
+        retr = "not measured" if hit is None else \
+            f"{'yes' if hit['exact'] >= 0.5 else 'no'} ({copy}: {100 * hit['exact']:.0f}% at d = 512)"
+        lines.append(f"| {name} | {r['ppl_256']:.2f} | {r['ppl_4096']:.2f} | {breaks} | {uses} | {retr} |")
+    return "\n".join(lines) + "\n"
+
+
+def copy_counterpart(name: str) -> str:
+    """The copy-trained model of a row: alibi -> alibi_copy, rope+yarn -> rope_copy+yarn,
+    rope_ft_yarn -> rope_copy_ft_yarn."""
+    base, plus, scaling = name.partition("+")
+    scheme, ft, rest = base.partition("_ft")
+    return f"{scheme}_copy{ft}{rest}{plus}{scaling}"
+
+
+def sync_glance(results: Path) -> None:
+    """Recompute the glance table and write it into the README (repository results only)."""
+    if (Path(results) / "extrapolation.json").exists():
+        sync_table("glance", glance_table(Path(results)), results)

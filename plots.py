@@ -1,0 +1,539 @@
+"""Every figure of the evaluation pipeline, drawn from the data stored in results/*.json alone
+(no checkpoint needed), under one colour rule.
+
+The colour rule, the same in every figure (style(name) returns it):
+  colour  = how the model meets positions: one fixed colour per scheme (none, learned, sin, rope,
+            alibi), per RoPE option (rope_theta10, rope_theta1e6, rope_partial25, rope_p75, irope),
+            per training-free RoPE scaling (linear, ntk, ntk(4s), ntk(16s), dynamic, yarn, llama3),
+            and one for RoPE fine-tuned at 4x its training length (rope_ft_*; alibi_ft keeps
+            alibi's colour);
+  line    = the exact scaling: solid none, dotted linear, dashed ntk, its own dash for ntk(4s),
+            ntk(16s), dynamic, llama3, dash-dot yarn; a fine-tune shares the dash of its scaling
+            (rope+yarn and rope_ft_yarn: both dash-dot), and `learned (clamped)` has its own;
+  marker  = the training: o trained at the training length on text, ^ fine-tuned at 4x that
+            length, s trained on the copy mixture, D the copy mixture then fine-tuned.
+So `rope+yarn` is purple dash-dot with circles, `rope_ft_yarn` brown dash-dot with triangles.
+Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between them.
+
+check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
+It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
+marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
+Every function here calls it before it saves; the scripts call these functions.
+
+    ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
+    ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)
+    loss_vs_position(path, rows, curves, lengths)
+    train_curves(path, logs, finetunes)         results/train_log.json
+    context_use(path, rows, meta)               results/context_use.json
+    retrieval(path, rows, meta)                 results/retrieval.json
+    copy_calibration(path, curves)              results/copy_calibration.json
+"""
+import math
+import zlib
+
+SCHEMES = ("none", "learned", "sin", "rope", "alibi")
+HEADLINE = SCHEMES + ("rope+yarn", "rope_ft_yarn")  # the lines of the headline figure
+MAX_LINES = 8  # a panel holds at most this many data lines (STYLE.md, point 15)
+
+COLOURS = {
+    # the five schemes
+    "none": "#222222", "learned": "#ff7f0e", "sin": "#2ca02c", "rope": "#1f77b4", "alibi": "#d62728",
+    # training-free RoPE scalings
+    "linear": "#e377c2", "ntk": "#17becf", "ntk(4s)": "#0b6e79", "ntk(16s)": "#74c476", "dynamic": "#bcbd22",
+    "yarn": "#9467bd", "llama3": "#e6ab02",
+    # RoPE fine-tuned at 4x its length
+    "rope_ft": "#8c564b",
+    # RoPE options
+    "rope_theta10": "#393b79", "rope_theta1e6": "#637939", "rope_partial25": "#d6616b",
+    "rope_p75": "#7b4173", "irope": "#3b9c9c",
+}
+# names this table does not know get one of these by a hash of the name, so a new variant still
+# draws; check_distinct catches the rare clash (then add the name to COLOURS).
+SPARE = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
+DASHES = {
+    "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
+    "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),
+    "llama3": (0, (3, 1, 1, 1)), "clamped": (0, (1, 3)),
+}
+MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
+SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
+EXEMPT = ("ref", "seed")  # gids check_distinct skips
+
+
+# ----------------------------------------------------------------------------- the rule
+
+def parse(name: str) -> dict:
+    """Split a row name into what the rule reads: "rope_copy_ft_yarn" -> base rope, scaling yarn,
+    fine-tuned, copy; "rope+ntk(4s)" -> base rope, scaling ntk(4s); "rope [seed1]" -> seed."""
+    seed = " [" in name
+    base, _, scaling = name.split(" [")[0].partition("+")
+    clamped = base.endswith(" (clamped)")
+    base = base.replace(" (clamped)", "")
+    copy = "_copy" in base
+    base = base.replace("_copy", "")
+    finetuned = "_ft" in base
+    if finetuned:  # rope_ft_yarn, rope_ft_none, alibi_ft: parent and the scaling it was tuned with
+        base, _, kind = base.partition("_ft")
+        scaling = kind.lstrip("_").replace("none", "")
+    return {"base": base, "scaling": scaling, "finetuned": finetuned, "copy": copy,
+            "clamped": clamped, "seed": seed}
+
+
+def style(name: str) -> dict:
+    """dict(color=..., ls=..., marker=...) of a row name under the colour rule (module docstring)."""
+    p = parse(name)
+    if p["seed"]:
+        return dict(SEED_STYLE)
+    if p["finetuned"]:
+        color = COLOURS.get(p["base"] + "_ft") or _colour(p["base"])
+    elif p["scaling"]:
+        color = _colour(p["scaling"])
+    else:
+        color = _colour(p["base"])
+    ls = DASHES["clamped"] if p["clamped"] else DASHES.get(p["scaling"], "-")
+    return {"color": color, "ls": ls, "marker": MARKERS[(p["finetuned"], p["copy"])]}
+
+
+def _colour(key: str) -> str:
+    return COLOURS.get(key) or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
+
+
+def _line_key(line) -> tuple:
+    """What a reader tells lines apart by: colour, dash pattern, marker."""
+    from matplotlib.colors import to_hex
+    # get_linestyle() says "--" for every custom dash; the pattern itself is only kept here
+    dash = "None" if line.get_linestyle() in ("None", " ", "") else \
+        getattr(line, "_unscaled_dash_pattern", None) or line.get_linestyle()
+    marker = line.get_marker()
+    return to_hex(line.get_color(), keep_alpha=True), str(dash), "" if marker in (None, "None", " ") else marker
+
+
+def check_distinct(fig) -> None:
+    """Raise ValueError naming two visible data lines of one axes with the same colour, line
+    style and marker. Lines with gid "ref" (reference lines) or "seed" (grey seed rows) are skipped."""
+    for i, ax in enumerate(fig.axes):
+        seen = {}
+        for n, line in enumerate(ax.get_lines()):
+            if not line.get_visible() or line.get_gid() in EXEMPT:
+                continue
+            name = line.get_label() if not line.get_label().startswith("_") else f"line {n}"
+            key = _line_key(line)
+            if key in seen:
+                raise ValueError(f"axes {i} ({ax.get_title()!r}): lines {seen[key]!r} and {name!r} "
+                                 f"share colour, line style and marker {key}")
+            seen[key] = name
+
+
+# ----------------------------------------------------------------------------- drawing helpers
+
+def _plt():
+    """pyplot on the Agg backend, imported on first use so that `import plots` stays cheap."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path) -> None:
+    """check_distinct, then write the PNG atomically and free the figure."""
+    import tiny_lm  # imports torch: only when a figure is written
+    check_distinct(fig)
+    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    _plt().close(fig)
+
+
+def _line(ax, xs, ys, name, label=None, **kw):
+    """One data line in the rule's style; a seed row is thin grey with gid "seed"."""
+    st = style(name)
+    opts = {"color": st["color"], "ls": st["ls"], "marker": st["marker"], "ms": 4, "lw": 1.8,
+            "label": name if label is None else label}
+    if parse(name)["seed"]:
+        opts.update(lw=0.8, ms=0, gid="seed", zorder=1)
+    opts.update(kw)
+    return ax.plot(xs, ys, **opts)[0]
+
+
+def _ref(ax, axis: str, value, text: str = None, **kw):
+    """A reference line (gid "ref", skipped by check_distinct), with an optional note at its top."""
+    opts = {"color": "0.45", "ls": ":", "lw": 1.2, "gid": "ref", "zorder": 1, **kw}
+    line = ax.axvline(value, **opts) if axis == "x" else ax.axhline(value, **opts)
+    if text and axis == "x":
+        ax.text(value, 0.99, " " + text, transform=ax.get_xaxis_transform(), rotation=90, va="top",
+                ha="right", fontsize=8, color="0.3")
+    elif text:
+        ax.text(0.01, value, text, transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="0.3")
+    return line
+
+
+def _log2_x(ax, xs) -> None:
+    """Log-2 x axis with a tick, in plain numbers, at each value of xs."""
+    from matplotlib.ticker import NullLocator
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(xs), [str(x) for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _plain_log_y(ax, lo: float, hi: float) -> None:
+    """Log y from lo to hi with ticks that read as plain numbers (5, 10, 20, 30), not 2x10^1."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in ((1, 1.5, 2, 3, 4, 5, 6, 8), (1, 2, 3, 5), (1, 2, 5), (1,)):  # the finest with <= 8 ticks
+        ticks = [m * 10 ** k for k in decades for m in mantissas if lo <= m * 10 ** k <= hi]
+        if len(ticks) <= 8:
+            break
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _end_labels(ax, x_end, items, log: bool = True, gap: float = 0.06) -> None:
+    """Direct labels right of the axes for items (y at x_end, the lines' last x; text; colour), spread so
+    that no two are closer than `gap` of the axis height, each tied to its line by a thin stroke."""
+    f = math.log10 if log else (lambda v: v)
+    lo, hi = (f(v) for v in ax.get_ylim())
+    items = sorted(items)
+    pos = [f(y) for y, _, _ in items]
+    for i in range(1, len(pos)):  # push up until apart, then back down from the top edge
+        pos[i] = max(pos[i], pos[i - 1] + gap * (hi - lo))
+    if pos and pos[-1] > hi - gap * (hi - lo) / 2:  # keep the top label inside the axes' height
+        pos[-1] = hi - gap * (hi - lo) / 2
+        for i in range(len(pos) - 2, -1, -1):
+            pos[i] = min(pos[i], pos[i + 1] - gap * (hi - lo))
+    for (y, text, color), p in zip(items, pos):
+        ax.annotate(text, xy=(x_end, y), xytext=(1.03, 10 ** p if log else p),
+                    textcoords=("axes fraction", "data"), color=color, fontsize=9, va="center",
+                    annotation_clip=False, arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6,
+                                                       "shrinkA": 0, "shrinkB": 3})
+
+
+def _mark_off_axes(ax) -> None:
+    """Lines that leave the axes through the top or the bottom: an arrow in the line's colour at
+    the edge, where each first leaves, so that no line vanishes unseen."""
+    lo, hi = ax.get_ylim()
+    for line in ax.get_lines():
+        if line.get_gid() in EXEMPT:
+            continue
+        for edge, arrow, out in ((hi, "\u2191", lambda y: y > hi), (lo, "\u2193", lambda y: y < lo)):
+            xs = [x for x, y in zip(line.get_xdata(), line.get_ydata()) if out(y)]
+            if xs:
+                ax.annotate(arrow, xy=(xs[0], edge), ha="center", va="top" if edge == hi else "bottom",
+                            color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
+
+
+def _group(name: str) -> str:
+    """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
+    finetune, copy (trained on the copy mixture), option (every other base variant)."""
+    p = parse(name)
+    if p["copy"]:
+        return "copy"
+    if p["finetuned"]:
+        return "finetune"
+    if p["scaling"]:
+        return "scaled"
+    return "five" if p["base"] in SCHEMES else "option"
+
+
+def _panels(names, spec) -> list:
+    """[(title, group, names)] from spec [(title, group, baselines)]: each panel holds the names of its group
+    (after the baselines that exist), cut into pieces of at most MAX_LINES; groups absent are dropped."""
+    out = []
+    for title, group, baselines in spec:
+        members = [n for n in names if _group(n) == group and n not in baselines]
+        if not members:
+            continue
+        base = [b for b in baselines if b in names]
+        step = max(1, MAX_LINES - len(base))
+        for k in range(0, len(members), step):
+            part = "" if len(members) <= step else f" ({k // step + 1})"
+            out.append((title + part, group, base + members[k:k + step]))
+    return out
+
+
+def _grid(plt, n: int, width: float = 6.2, height: float = 4.6, **kw):
+    """n panels, two per row from 3 on; returns (fig, flat list of the n axes used)."""
+    cols = n if n <= 2 else 2
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, **kw)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+# ----------------------------------------------------------------------------- perplexity against length
+
+def _gloss(row) -> str:
+    """A headline label: the name, and what a reader needs to tell the RoPE rows apart."""
+    name = row["variant"]
+    if parse(name)["finetuned"]:
+        return f"{name} (fine-tuned at {row['train_len']})"
+    if "+" in name:
+        return f"{name} (no training)"
+    return name
+
+
+def ppl_vs_length(path, rows, lengths) -> None:
+    """The headline: perplexity against evaluation length for the five schemes, RoPE + YaRN without
+    training and RoPE fine-tuned with YaRN (whichever exist in rows), labelled at their ends."""
+    plt = _plt()
+    train_len = rows[0]["train_len"]
+    pick = [r for r in rows if r["variant"] in HEADLINE]
+    fig, ax = plt.subplots(figsize=(10, 5.6))
+    values = [r[f"ppl_{L}"] for r in pick for L in lengths]
+    ends = []
+    for r in pick:
+        ys = [r[f"ppl_{L}"] for L in lengths]
+        _line(ax, lengths, ys, r["variant"])
+        ends.append((ys[-1], _gloss(r), style(r["variant"])["color"]))
+    _ref(ax, "x", train_len, f"training length {train_len}")
+    _log2_x(ax, lengths)
+    ax.set_xlim(lengths[0] / 1.15, lengths[-1] * 1.15)
+    _plain_log_y(ax, min(values) / 1.1, max(values) * 1.1)
+    _end_labels(ax, lengths[-1], ends)
+    ax.set_xlabel("evaluation length (characters per window)")
+    ax.set_ylabel("perplexity per character (log scale)")
+    ax.set_title(f"Trained on {train_len}-character windows, evaluated on longer ones: lower is better")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.subplots_adjust(right=0.74)  # room for the labels at the lines' ends
+    _save(fig, path)
+
+
+def _same_as(rows, lengths) -> dict:
+    """{name: earlier name} for rows whose every value equals an earlier row's (drawn on top of it)."""
+    first, out = {}, {}
+    for r in rows:
+        key = tuple(r[f"ppl_{L}"] for L in lengths)
+        if key in first:
+            out[r["variant"]] = first[key]
+        first.setdefault(key, r["variant"])
+    return out
+
+
+def ppl_vs_length_all(path, rows, lengths) -> None:
+    """Every row of extrapolation.json (the full-detail figure for docs/); seeds thin and grey."""
+    plt = _plt()
+    train_len = rows[0]["train_len"]
+    same = _same_as(rows, lengths)
+    fig, ax = plt.subplots(figsize=(11, 6.5))
+    seeds = [r for r in rows if parse(r["variant"])["seed"]]
+    for j, r in enumerate(seeds):
+        _line(ax, lengths, [r[f"ppl_{L}"] for L in lengths], r["variant"],
+              label="other seeds (grey)" if j == 0 else "_seed")
+    for r in (r for r in rows if r not in seeds):
+        label = r["variant"] + (f"  (= {same[r['variant']]})" if r["variant"] in same else "")
+        _line(ax, lengths, [r[f"ppl_{L}"] for L in lengths], r["variant"], label=label)
+    _ref(ax, "x", train_len, f"training length {train_len}")
+    values = [r[f"ppl_{L}"] for r in rows for L in lengths]
+    _log2_x(ax, lengths)
+    _plain_log_y(ax, min(values) / 1.1, max(values) * 1.1)
+    ax.set_xlabel("evaluation length (characters per window)")
+    ax.set_ylabel("perplexity per character (log scale)")
+    ax.set_title(f"Every row: trained at {train_len} (fine-tunes at their own length), evaluated longer")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _binned(values, edges) -> list:
+    """Mean of values[a-1 : b-1] over each bin [a, b) of 1-based positions (a single position if b = a)."""
+    return [sum(values[a - 1:b - 1]) / (b - a) if b > a else values[a - 1] for a, b in zip(edges, edges[1:])]
+
+
+def loss_vs_position(path, rows, curves, lengths) -> None:
+    """Per position of the longest windows: (a) the raw loss, (b) minus the loss of the same
+    character in the shortest windows, which cancels how hard the text is there."""
+    import numpy as np
+    plt = _plt()
+    train_len, L = rows[0]["train_len"], lengths[-1]
+    names = [r["variant"] for r in rows if r["variant"] in HEADLINE and r["variant"] in curves]
+    edges = np.unique(np.logspace(0, math.log10(L), 60).astype(int).clip(1, L)).tolist()  # log-spaced bins
+    xs = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    for name in names:
+        for ax, key in zip(axes, ("loss", "minus_short")):
+            _line(ax, xs, _binned(curves[name][key], edges), name, markevery=6, ms=5, lw=1.5)
+    for ax in axes:
+        _ref(ax, "x", train_len, f"training length {train_len}")
+        _log2_x(ax, [4 ** k for k in range(int(math.log(L, 4)) + 1)])
+        ax.set_xlabel("position in the window (log scale)")
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel("mean loss (nats/char)")
+    axes[0].set_title(f"(a) loss at each position of {L}-long windows")
+    axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 5.0))
+    _ref(axes[1], "y", 0, color="black", ls="-", lw=0.8)
+    axes[1].set_ylabel(f"loss minus the same character's loss in {lengths[0]}-long windows")
+    axes[1].set_title("(b) the same, text difficulty removed (< 0: the long window helps)")
+    axes[1].set_ylim(max(axes[1].get_ylim()[0], -0.5), min(axes[1].get_ylim()[1], 3.0))
+    for ax in axes:
+        _mark_off_axes(ax)
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- training
+
+def train_curves(path, logs, finetunes) -> None:
+    """Validation loss against step: (a) the five schemes, (b) the other base variants, (c) the
+    fine-tunes, on their own axis since they run a tenth of the steps. logs: {variant: {"step",
+    "train_loss", "val_loss"}}; finetunes: the names that are fine-tunes."""
+    plt = _plt()
+    names = list(logs)
+    fts = [n for n in names if n in finetunes]
+    five = [n for n in names if n in SCHEMES]
+    groups = [("(a) the five schemes", five),
+              ("(b) other base variants", [n for n in names if n not in fts and n not in five]),
+              ("(c) fine-tunes at 4x length (their own steps)", fts)]
+    panels = [(t, ns[k:k + MAX_LINES]) for t, ns in groups for k in range(0, len(ns), MAX_LINES)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    axes = list(axes.flat)
+    for ax, (title, members) in zip(axes, panels):
+        if ax is not axes[0] and not set(members) & set(fts):
+            ax.sharey(axes[0])  # base variants on one scale; fine-tunes on their own, to be readable
+        for n in members:
+            _line(ax, logs[n]["step"], logs[n]["val_loss"], n, ms=3, lw=1.5)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_ylabel("validation loss (nats/char)")
+    axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 3.5))
+    fig.suptitle("Training curves: validation loss (training loss per step: train_log.csv)")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- long context
+
+FT_MULT = 4  # fine-tunes train on windows this many times longer (variants.FINETUNES, seq_len_mult)
+CONTEXT_PANELS = [("the five schemes", "five", ()),
+                  ("RoPE + a training-free scaling", "scaled", ("rope",)),
+                  ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
+                  ("RoPE options", "option", ("rope",)),
+                  ("trained on the copy mixture", "copy", ())]
+
+
+def context_use(path, rows, meta) -> None:
+    """Loss on the same target characters as the visible context before them grows, one panel per
+    group of rows; every line stays inside the axes."""
+    plt = _plt()
+    cs, target, train_len = meta["contexts"], meta["target_len"], meta["train_len"]
+    by = {r["variant"]: r for r in rows}
+    panels = _panels(list(by), CONTEXT_PANELS)
+    fig, axes = _grid(plt, len(panels), sharey=True)
+    lin = max(1, cs[1] if len(cs) > 1 else 1)
+    for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
+        for n in names:
+            _line(ax, cs, [by[n][f"c{c}"] for c in cs], n, ms=3.5, lw=1.5)
+        lengths = [train_len] + ([FT_MULT * train_len] if group == "finetune" else [])
+        for L in (L for L in lengths if L and L - target > 0):  # where the window c + target passes L
+            _ref(ax, "x", L - target, f"c + {target} = {L}")
+        ax.set_xscale("symlog", linthresh=lin)
+        ax.set_xlim(-0.1 * lin, cs[-1] * 1.15)
+        ax.set_xticks(cs, [str(c) for c in cs])
+        ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
+        ax.set_xlabel("visible context c before the targets (characters)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    for ax in axes[::2]:
+        ax.set_ylabel(f"loss on the same {target} targets (nats/char)")
+    window = (f"the window is c + {target} characters, so every c > {max(0, train_len - target)} is longer "
+              f"than the {train_len} characters of training" if train_len else f"window = c + {target}")
+    fig.suptitle(f"Context use: the same targets, more and more context before them (lower is better)\n"
+                 f"{window}; fine-tunes trained on {FT_MULT}x longer windows", fontsize=11)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+RETRIEVAL_PANELS = [("the five schemes, text-trained", "five", ()),
+                    ("RoPE + a training-free scaling", "scaled", ("rope",)),
+                    ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
+                    ("trained on the copy mixture, with training-free scalings", "copy", ()),
+                    ("RoPE options", "option", ("rope",))]
+
+
+def _retrieval_panel(ax, by, names, key, ylabel) -> None:
+    """One panel: key (gain or exact) against distance for names, a marker at each training length."""
+    for n in names:
+        rs = by[n]
+        _line(ax, [r["distance"] for r in rs], [r[key] for r in rs], n, ms=3.5, lw=1.5)
+    for L in sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")}):
+        _ref(ax, "x", L, f"training length {L}")
+    _log2_x(ax, [r["distance"] for r in by[names[0]]])
+    ax.set_xlabel("distance d between the key and its repeat (characters)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower left")
+
+
+def retrieval(path, rows, meta) -> None:
+    """Copy gain (and greedy exact match, unless it is zero everywhere) against distance, one panel
+    per group of rows. rows: the long format of retrieval.json, one row per variant and distance."""
+    plt = _plt()
+    by = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    panels = _panels(list(by), RETRIEVAL_PANELS)
+    exact = any(r["exact"] > 0 for r in rows)
+    keys = [("gain", "copy gain (nats/char): control - repeat")] + \
+           ([("exact", "greedy exact match of characters 2..K")] if exact else [])
+    fig, axes = _grid(plt, len(panels) * len(keys), sharex=True)
+    pairs = [(p, k) for p in panels for k in keys]
+    for ax, ((title, _, names), (key, ylabel)) in zip(axes, pairs):
+        _retrieval_panel(ax, by, names, key, ylabel)
+        if key == "gain":
+            _ref(ax, "y", 0, color="black", ls="-", lw=0.8)
+        else:
+            ax.set_ylim(-0.05, 1.05)  # the full scale: a model that copies reaches 1
+        ax.set_title(title, fontsize=10)
+    note = "" if exact else ("\nGreedy exact match of characters 2..K is 0 for every model at every "
+                             "distance, so it is not drawn.")
+    fig.suptitle(f"Retrieval at distance: does the repeat of a {meta.get('key_len', 'K')}-character key "
+                 f"get cheaper? (> 0: yes){note}", fontsize=11)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- copy calibration
+
+def mixture_styles(names) -> dict:
+    """{mixture: style} for copy_calibration: a colour per mixture family (the name without a
+    trailing _4x or _lr... setting), a line style per setting, in order of appearance."""
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+               "#17becf", "#bcbd22", "#222222")
+    dashes = ["-", (0, (4, 2)), (0, (1, 1.5)), (0, (6, 2, 1.5, 2))]
+    fams, settings, out = [], [""], {}
+    for n in names:
+        head, _, tail = n.rpartition("_")
+        fam, setting = (head, tail) if head and (tail.endswith("x") or tail.startswith("lr")) else (n, "")
+        fams += [fam] if fam not in fams else []
+        settings += [setting] if setting not in settings else []
+        out[n] = {"color": palette[fams.index(fam) % len(palette)],
+                  "ls": dashes[settings.index(setting) % len(dashes)], "marker": "o"}
+    return out
+
+
+def copy_calibration(path, curves) -> None:
+    """The copy gain of each mixture against the training step: (a) on its own mixture, then one
+    panel per passkey distance. curves: {mixture: {"step", "probe", "val_loss"}}."""
+    plt = _plt()
+    styles = mixture_styles(list(curves))
+    first = next(iter(curves.values()))["probe"][0]
+    ds = [k for k in first if k.startswith("d")][:3]
+    panels = [("own", "(a) own mixture: first copy minus later copies")] + \
+             [(d, f"({'bcd'[i]}) passkey at d = {d[1:]}: control minus repeat") for i, d in enumerate(ds)]
+    fig, axes = _grid(plt, len(panels), width=6, height=4.2, sharex=True)
+    for ax, (key, title) in zip(axes, panels):
+        for name, c in curves.items():
+            ax.plot(c["step"], [p[key]["gain"] for p in c["probe"]], label=name, ms=2.5, lw=1.4, **styles[name])
+        _ref(ax, "y", 0, color="0.3", ls="-", lw=0.8)
+        ax.grid(alpha=0.3)
+        ax.set(title=title, xlabel="training step", ylabel="copy gain (nats/char)")
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize=8, loc="center left", bbox_to_anchor=(0.83, 0.5))
+    fig.suptitle("Copy calibration: does each mixture teach copying? (> 0: the copy got cheaper)")
+    fig.tight_layout(rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
+    _save(fig, path)

@@ -1,0 +1,166 @@
+"""plots.py draws every figure from the committed results/*.json, and no figure has two data lines
+that look alike (plots.check_distinct); the headline keeps to 8 lines with plain tick labels.
+The figures of breakage_test, benchmark and visualize_rope follow the same rule."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+import plots
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def _json(name):
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def _logs():
+    """results/train_log.csv as the {variant: {"step", "train_loss", "val_loss"}} that train_curves takes."""
+    logs = {}
+    with open(RESULTS / "train_log.csv", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            h = logs.setdefault(r["variant"], {"step": [], "train_loss": [], "val_loss": []})
+            h["step"].append(int(r["step"]))
+            h["train_loss"].append(float(r["train_loss"]))
+            h["val_loss"].append(float(r["val_loss"]))
+    return logs
+
+
+def _draw(name, path):
+    """Draw figure `name` of plots.py from the committed results into path."""
+    ex = _json("extrapolation.json")
+    rows, lengths = ex["rows"], ex["meta"]["lengths"]
+    if name == "ppl_vs_length":
+        plots.ppl_vs_length(path, rows, lengths)
+    elif name == "ppl_vs_length_all":
+        plots.ppl_vs_length_all(path, rows, lengths)
+    elif name == "loss_vs_position":
+        plots.loss_vs_position(path, rows, ex["loss_vs_position"], lengths)
+    elif name == "train_curves":
+        logs = _logs()
+        plots.train_curves(path, logs, {n for n in logs if plots.parse(n)["finetuned"]})
+    elif name in ("context_use", "retrieval"):
+        d = _json(f"{name}.json")
+        getattr(plots, name)(path, d["rows"], d["meta"])
+    elif name == "copy_calibration":
+        plots.copy_calibration(path, _json("copy_calibration.json")["curves"])
+
+
+FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curves", "context_use",
+           "retrieval", "copy_calibration"]
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    """The figures check_distinct passed, in order (it raises on a clash, failing the test)."""
+    figs = []
+    real = plots.check_distinct
+
+    def spy(fig):
+        real(fig)
+        figs.append(fig)
+    monkeypatch.setattr(plots, "check_distinct", spy)
+    return figs
+
+
+def _data_lines(ax):
+    return [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_gid() not in plots.EXEMPT]
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figure_from_committed_results(name, tmp_path, checked):
+    path = tmp_path / f"{name}.png"
+    _draw(name, path)
+    assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert len(checked) == 1, f"{name}: check_distinct ran {len(checked)} times, expected once before saving"
+    if name not in ("ppl_vs_length_all", "copy_calibration"):  # every row; ten mixtures: by design
+        for ax in checked[0].axes:
+            assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{name}, {ax.get_title()!r}: too many lines"
+
+
+def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
+    _draw("ppl_vs_length", tmp_path / "h.png")
+    (ax,) = checked[0].axes
+    labels = [ln.get_label() for ln in _data_lines(ax)]
+    present = {r["variant"] for r in _json("extrapolation.json")["rows"]} & set(plots.HEADLINE)
+    assert len(labels) <= 8 and set(labels) == present, labels
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks and all(t.replace(".", "").isdigit() for t in ticks), f"y ticks should read as plain numbers: {ticks}"
+    colours = [ln.get_color() for ln in _data_lines(ax)]
+    assert len(set(colours)) == len(colours), f"each headline line has its own colour: {colours}"
+
+
+def test_retrieval_draws_no_all_zero_panel(tmp_path, checked):
+    rows = _json("retrieval.json")["rows"]
+    _draw("retrieval", tmp_path / "r.png")
+    fig = checked[0]
+    drawn = [ax for ax in fig.axes if ax.get_visible()]
+    exact_axes = [ax for ax in drawn if "exact" in ax.get_ylabel()]
+    if all(r["exact"] == 0 for r in rows):
+        assert not exact_axes and "is 0 for every model" in fig._suptitle.get_text()
+    else:
+        assert exact_axes
+
+
+def test_check_distinct_raises_on_lookalike_lines():
+    plt = plots._plt()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], color="tab:blue", ls="--", marker="o", label="first")
+    ax.plot([0, 1], [1, 2], color="tab:blue", ls="--", marker="o", label="second")
+    with pytest.raises(ValueError, match="first.*second"):
+        plots.check_distinct(fig)
+    ax.lines[1].set_linestyle((0, (1, 1)))  # another dash pattern is enough
+    plots.check_distinct(fig)
+    plt.close(fig)
+
+
+def test_check_distinct_skips_reference_and_seed_lines():
+    plt = plots._plt()
+    fig, ax = plt.subplots()
+    plots._line(ax, [1, 2], [1, 2], "rope")
+    plots._ref(ax, "x", 1.5)
+    plots._ref(ax, "y", 1.5)
+    plots._line(ax, [1, 2], [2, 3], "rope [seed1]")
+    plots._line(ax, [1, 2], [3, 4], "alibi [seed1]")
+    plots.check_distinct(fig)
+    plt.close(fig)
+
+
+def test_the_rule():
+    yarn, ft = plots.style("rope+yarn"), plots.style("rope_ft_yarn")
+    assert yarn["ls"] == ft["ls"] and yarn["color"] != ft["color"], "a fine-tune shares its scaling's dash"
+    assert plots.style("rope")["color"] == plots.style("rope_copy")["color"] != plots.style("alibi")["color"]
+    assert plots.style("rope")["marker"] != plots.style("rope_copy")["marker"], "the marker tells copy-trained"
+    assert plots.style("alibi_ft")["color"] == plots.style("alibi")["color"]
+    assert plots.style("rope [seed2]") == plots.SEED_STYLE
+    names = {r["variant"] for d in ("extrapolation.json", "retrieval.json") for r in _json(d)["rows"]}
+    seen = {}
+    for n in sorted(n for n in names if " [" not in n):
+        key = (plots.style(n)["color"], str(plots.style(n)["ls"]), plots.style(n)["marker"])
+        assert key not in seen, f"{n} and {seen[key]} look alike"
+        seen[key] = n
+
+
+def test_other_scripts_follow_the_rule(tmp_path, checked):
+    """breakage_test.make_plot on results/breakage.json, benchmark.plot on a small made-up
+    measurement (its timings are not stored in results/), visualize_rope figures 1-4, small."""
+    import benchmark
+    import breakage_test
+    import visualize_rope
+    breakage_test.make_plot(_json("breakage.json"), tmp_path / "breakage.png")
+    cfg = benchmark.BenchConfig(lengths=(64, 128), schemes=("none", "learned", "sin", "rope", "alibi"))
+    times = {(s, T): 1e-3 * T * (i + 1) for i, s in enumerate(cfg.schemes) for T in cfg.lengths}
+    memory = {(s, f"forward {T}"): 2 ** 20 * T * (i + 1) for i, s in enumerate(cfg.schemes) for T in cfg.lengths}
+    benchmark.plot(cfg, times, memory, tmp_path / "benchmark.png", "cpu")
+    visualize_rope.fig_rotation(tmp_path, 16, 1e4, 8)
+    visualize_rope.fig_relative(tmp_path, 16, 1e4, 16)
+    visualize_rope.fig_decay(tmp_path, (16, 32), 1e4, max_dist=500)
+    visualize_rope.fig_wavelengths(tmp_path, 16, 1e4, 64, 4.0)
+    visualize_rope.fig_pairs(tmp_path, [("small", 16, 64, 1e4)], 4.0)
+    written = ["breakage", "benchmark", "rope_rotation", "rope_relative", "rope_decay", "rope_wavelengths",
+               "rope_pairs"]
+    for name in written:
+        assert (tmp_path / f"{name}.png").is_file(), f"{name}.png not written"
+    assert len(checked) == len(written), f"check_distinct ran {len(checked)} times for {len(written)} figures"

@@ -1,0 +1,192 @@
+"""What is trained: the variant registry, the training recipe, the presets, and where each
+kind of run writes.
+
+A variant is a name for one GPTConfig change against the tiny LM of tiny_lm.py (the position
+scheme, a RoPE base, a RoPE option), or a fine-tune recipe that continues a parent checkpoint
+at 4x its length. Every script that trains or evaluates checkpoints reads the names from here.
+
+Output folders follow one rule (run_dirs): a real run writes checkpoints to runs/main and
+tables and figures to results/; a smoke run (--quick) or a preview (--preset preview) writes
+both under its own runs/<mode>/, so results/ only ever holds real runs.
+"""
+import math
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import torch
+
+import tiny_lm
+from tiny_lm import GPTConfig, TinyLM
+
+# name -> GPTConfig overrides (base variants) or a fine-tune recipe (parent + scaling).
+VARIANTS = {
+    "none": {"pos": "none"},
+    "learned": {"pos": "learned"},
+    "sin": {"pos": "sin"},
+    "rope": {"pos": "rope"},
+    "alibi": {"pos": "alibi"},
+    "rope_theta10": {"pos": "rope", "rope_theta": 10.0},
+    "rope_theta1e6": {"pos": "rope", "rope_theta": 1e6},
+    # What 2024-2026 models ship (docs/current_models.md):
+    "rope_partial25": {"pos": "rope", "partial_rotary_factor": 0.25},  # GPT-NeoX / Pythia: rotate 1/4 of each head
+    "rope_p75": {"pos": "rope", "rope_p": 0.75},                        # p-RoPE: drop the lowest 25% of frequencies
+    "irope": {"pos": "rope", "nope_every": 4},                          # Llama 4: every 4th layer without positions
+}
+# The copy family: the same models trained on the copy mixture (copy_mixture.copy_windows), so
+# that retrieval at distance pays during training (docs/long_context.md).
+COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi")}
+VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
+
+
+# Fine-tunes continue a parent checkpoint at 4x its length for 10% of its steps (same tokens
+# per step), with the scaling factor set for the 16x target (4096 from 256), as the PI and
+# YaRN papers extend real models: scale first, then a short fine-tune. The *_ft_none and
+# alibi*_ft rows are the compute-matched controls: the same continuation without a scaling.
+def _ft(parent: str, kind: str = None) -> dict:
+    return {"parent": parent, "rope_scaling": {"rope_type": kind, "factor": 16.0} if kind else None,
+            "seq_len_mult": 4, "steps_frac": 0.1, "lr": 5e-4, "warmup": 10}
+
+
+FINETUNES = {"rope_ft_linear": _ft("rope", "linear"), "rope_ft_yarn": _ft("rope", "yarn"),
+             "rope_ft_none": _ft("rope"), "alibi_ft": _ft("alibi"),
+             "rope_copy_ft_yarn": _ft("rope_copy", "yarn"), "rope_copy_ft_none": _ft("rope_copy"),
+             "alibi_copy_ft": _ft("alibi_copy")}
+ALL_NAMES = list(VARIANTS) + list(FINETUNES)
+DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn",
+                    "rope_ft_none", "alibi_ft"]
+# --variants accepts these names for the extra commands of the README.
+FAMILIES = {
+    "theta": ["rope_theta10", "rope_theta1e6"],
+    "copy": ["none_copy", "learned_copy", "sin_copy", "rope_copy", "alibi_copy",
+             "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
+    "current": ["rope_partial25", "rope_p75", "irope"],
+}
+
+
+def is_copy(name: str) -> bool:
+    """Does this variant (or the parent it continues) train on the copy mixture?"""
+    return name in COPY_OF or FINETUNES.get(name, {}).get("parent") in COPY_OF
+
+
+def order_of(row: str) -> tuple:
+    """Sort key of a table row ("rope+yarn", "learned (clamped)", "rope [seed1]"): other seeds'
+    rows last, then the place of the row's variant in ALL_NAMES (unknown names after the known)."""
+    name, _, seed = row.partition(" [")
+    base = name.split("+")[0].split(" (")[0]
+    return (seed, ALL_NAMES.index(base) if base in ALL_NAMES else len(ALL_NAMES))
+
+
+# ----------------------------------------------------------------------------- the recipe
+
+# The recipe: GPT-2's init (scaled residual projections), kept though 0.02 suits rope/alibi ~1% better (docs/recipe.md).
+@dataclass
+class TrainConfig:
+    seq_len: int = 256
+    batch_size: int = 16
+    steps: int = 1100
+    lr: float = 3e-3
+    min_lr_frac: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    eval_windows: int = 32      # seq_len-token windows from the validation text for the curve
+    seed: int = 0
+    decay_embeddings: bool = False  # True: weight decay on the embedding tables too (nanoGPT decays every 2-D tensor)
+
+
+def lr_at(step: int, tc: TrainConfig) -> float:
+    """Linear warm-up, then cosine decay to min_lr_frac * lr."""
+    if step < tc.warmup:
+        return tc.lr * (step + 1) / tc.warmup
+    progress = (step - tc.warmup) / max(1, tc.steps - tc.warmup)
+    return tc.lr * (tc.min_lr_frac + (1 - tc.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: TinyLM, tc: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW, one learning rate for all; weight decay on the Linear weights only. Embeddings
+    (tokens and the learned position table) get none, so rows a batch never touches stay
+    exactly at their initial values - the "untrained rows" of the learned table are then
+    truly untrained.
+
+    No extra learning rate for the embeddings: TinyLM multiplies them by sqrt(C), so an Adam
+    step on a table already moves the residual stream sqrt(C) times further than on a Linear
+    (docs/recipe.md says what a larger one did). fused=True: PyTorch's
+    one-kernel AdamW (the same update, faster on CUDA)."""
+    decay = [p for n, p in model.named_parameters()
+             if p.dim() == 2 and (tc.decay_embeddings or not n.startswith(("tok_emb.", "learned.")))]
+    ids = {id(p) for p in decay}
+    rest = [p for p in model.parameters() if id(p) not in ids]  # embeddings, LayerNorms, biases
+    return torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
+                              {"params": rest, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.99),
+                             **({"fused": True} if fused else {}))
+
+
+QUICK_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512}
+QUICK_TRAIN = {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4}
+
+# preview: the shape of the main result in a few minutes on 2 cores (the README's "Try it").
+# gpu: sized for one modern GPU in roughly 10-20 minutes (an estimate: not yet run on a GPU by
+# us). 6 x 384 is nanoGPT's Shakespeare-char model, ~10.6M parameters without the position
+# table; the learned table gets 32,768 rows so that extrapolation_test.py can score every
+# scheme up to 32K (rows past 1024 are never trained, as at 256 in the CPU run).
+PRESETS = {
+    "preview": {"model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "max_len": 4096},
+                "train": {"seq_len": 256, "batch_size": 16, "steps": 400, "warmup": 20, "eval_every": 100,
+                          "eval_windows": 16},
+                "variants": ["none", "learned", "sin", "rope", "alibi"],
+                "eval": {"tokens": 32768, "scalings": "yarn"}},
+    "gpu": {"model": {"n_layer": 6, "n_head": 6, "n_embd": 384, "max_len": 32768},
+            "train": {"seq_len": 1024, "batch_size": 16, "steps": 1500, "lr": 1e-3, "warmup": 100,
+                      "eval_every": 100, "eval_windows": 16},
+            "amp": "bf16", "fused": True},
+}
+
+
+def run_dirs(quick: bool = False, preset: str = None) -> tuple:
+    """(checkpoint folder, results folder) of a kind of run: the one rule every script follows.
+    Real runs: runs/main and results/ (results/gpu for the gpu preset, whose numbers are not the
+    CPU run's); --quick and --preset preview: runs/<mode>/ and runs/<mode>/results."""
+    if quick:
+        return Path("runs/quick"), Path("runs/quick/results")
+    if preset == "preview":
+        return Path("runs/preview"), Path("runs/preview/results")
+    if preset == "gpu":
+        return Path("runs/gpu"), Path("results/gpu")
+    return Path("runs/main"), Path("results")
+
+
+# ----------------------------------------------------------------------------- building a variant
+
+def recipe_changes(path: Path, tc: TrainConfig) -> list:
+    """Names of the TrainConfig fields in which a finished checkpoint differs from tc (fields
+    added or removed since it was saved included); [] if it matches or cannot be read."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)["extra"]["train_config"]
+    except Exception:  # a note only: a broken file is reported when it is loaded for real
+        return []
+    now = {f.name: getattr(tc, f.name) for f in fields(tc)}
+    return sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+
+
+def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path):
+    """(model, TrainConfig, parent_step) for a variant name, ready to train. model_kw: the
+    GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
+    if name in VARIANTS:
+        kw = {**model_kw, **VARIANTS[name]}
+        if kw.get("nope_every", 0) > kw["n_layer"]:  # e.g. irope under --quick (2 layers): its last layer
+            kw["nope_every"] = kw["n_layer"]
+        torch.manual_seed(seed)
+        return TinyLM(GPTConfig(**kw)), tc, 0
+    ft = FINETUNES[name]
+    model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
+                                        make_with=f"python train_compare.py --variants {ft['parent']}")
+    known = {f.name for f in fields(TrainConfig)}  # tolerate keys an older version saved
+    tc_parent = TrainConfig(**{k: v for k, v in ck["extra"]["train_config"].items() if k in known})
+    if ft["rope_scaling"]:
+        model.set_rope_scaling(dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len))
+    mult, steps = ft["seq_len_mult"], max(1, int(tc_parent.steps * ft["steps_frac"]))
+    tc = replace(tc_parent, seq_len=tc_parent.seq_len * mult, batch_size=max(1, tc_parent.batch_size // mult),
+                 steps=steps, lr=ft["lr"], warmup=ft["warmup"], min_lr_frac=1.0, eval_every=max(1, steps // 4),
+                 eval_windows=max(1, tc_parent.eval_windows // mult), seed=tc_parent.seed + 1)
+    return model, tc, ck["step"]
