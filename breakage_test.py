@@ -366,7 +366,7 @@ def make_markdown(res: dict) -> str:
     wo, lm = res["word_order"], res["char_lm"]
     L = ["# Breakage experiments (破坏实验)\n",
          f"Written by `{res['command']}` in {res['wall_s']:.0f} s on {res['device']} (torch {res['torch']}). "
-         "Columns and findings: README.md, section \"The breakage experiments\". Numbers: breakage.json.\n",
+         "Columns and findings: docs/breakage.md. Numbers: breakage.json.\n",
          "## 1. Word order: `A verb B ?` -> A\n",
          f"Example `{wo['runs'][0]['example']}`, twin `{wo['runs'][0]['twin']}`. Means over seeds "
          f"{', '.join(map(str, wo['seeds']))}.\n",

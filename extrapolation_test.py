@@ -362,7 +362,7 @@ def markdown_table(rows, meta) -> str:
         "rope+X: training-free scaling with factor s = L / training length at each length, or the multiple "
         "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
         "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
-        "fine-tune (see extra compute in README).",
+        "fine-tune (its extra compute: docs/results.md).",
         "pos-file LoC: lines of code (no comments, docstrings or blank lines) of the pos_*.py file, "
         "scaling included for RoPE.",
         f"Peak resident memory of this evaluation: {meta['peak_rss_gib']:.2f} GiB.",
