@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
+from variants import run_dirs
 
 MiB = 2 ** 20
 
@@ -58,13 +59,13 @@ class BenchConfig:
     device: str = "auto"
     threads: int = 0
     seed: int = 0
-    results: str = "results"  # the output folder
+    results: str = str(run_dirs()[1])  # the output folder: results/
 
 
 # --quick: a tiny model and short lengths; a flag given on the command line still wins.
 QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats": 2, "warmup": 1,
          "train_len": 32, "train_batch": 4, "train_steps": 1, "train_repeats": 2, "eval_windows": 2,
-         "eval_repeats": 2, "results": "runs/quick/benchmark"}
+         "eval_repeats": 2, "results": str(run_dirs(quick=True)[0] / "benchmark")}
 
 
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:

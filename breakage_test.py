@@ -27,7 +27,7 @@ import torch.nn.functional as F
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
 from train_compare import train
-from variants import TrainConfig
+from variants import TrainConfig, run_dirs
 
 
 NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar",
@@ -39,7 +39,7 @@ IGNORE = -100  # a target TinyLM's loss skips (F.cross_entropy's default ignore_
 
 @dataclass
 class BreakConfig:
-    out: str = "results"             # the output folder
+    out: str = str(run_dirs()[1])     # the output folder: results/
     seed: int = 0
     device: str = "auto"
     threads: int = 1                 # torch CPU threads; 0 = torch's default
@@ -70,7 +70,7 @@ class BreakConfig:
 
 
 # --quick: seconds, for tests. Not a result.
-QUICK = {"out": "runs/quick/breakage", "wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1,
+QUICK = {"out": str(run_dirs(quick=True)[0] / "breakage"), "wo_steps": 40, "wo_test_pairs": 100, "wo_seeds": 1,
          "lm_model": {"n_layer": 1, "n_head": 2, "n_embd": 16},
          "lm_train": TrainConfig(seq_len=32, batch_size=4, steps=12, lr=3e-3, warmup=2, eval_every=6, eval_windows=4),
          "lm_train_chars": 50_000, "lm_ltr_chars": 64, "lm_sample_chars": 40}

@@ -129,12 +129,13 @@ def check(args):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    runs, results_dir = run_dirs(quick=args.quick)
     if args.quick and args.main_dir == "runs/main":
-        args.main_dir = "runs/quick"
+        args.main_dir = str(runs)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    out = Path(args.out or ("runs/quick/recipe" if args.quick else "runs/recipe"))
-    results = Path(args.results) if args.results else (out / "results" if args.quick else run_dirs()[1])
+    out = Path(args.out or (runs / "recipe" if args.quick else "runs/recipe"))
+    results = Path(args.results) if args.results else (out / "results" if args.quick else results_dir)
     if args.redraw:
         return redraw(results)
     checked = check(args)

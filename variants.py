@@ -70,10 +70,11 @@ def is_copy(name: str) -> bool:
 
 def order_of(row: str) -> tuple:
     """Sort key of a table row ("rope+yarn", "learned (clamped)", "rope [seed1]"): other seeds'
-    rows last, then the place of the row's variant in ALL_NAMES (unknown names after the known)."""
+    rows last, then the place of the row's variant in ALL_NAMES (unknown names after the known),
+    then the plain row before its scaled or clamped rows."""
     name, _, seed = row.partition(" [")
     base = name.split("+")[0].split(" (")[0]
-    return (seed, ALL_NAMES.index(base) if base in ALL_NAMES else len(ALL_NAMES))
+    return (seed, ALL_NAMES.index(base) if base in ALL_NAMES else len(ALL_NAMES), name != base)
 
 
 # ----------------------------------------------------------------------------- the recipe

@@ -1,0 +1,60 @@
+"""eval_common: partial runs merge into results without dropping rows, the glance table applies
+its stated rules, tables are synced only into the repository's own pages, and the folders rule."""
+import json
+from pathlib import Path
+
+import eval_common as EC
+import variants
+
+
+def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():
+    old = [{"variant": v, "x": 0} for v in ("none", "rope", "rope+yarn", "alibi", "rope [seed1]")]
+    new = [{"variant": "rope", "x": 1}, {"variant": "sin", "x": 1}]
+    merged = EC.merge_rows(old, new)
+    assert [r["variant"] for r in merged] == ["none", "sin", "rope", "rope+yarn", "alibi", "rope [seed1]"], merged
+    assert {r["variant"]: r["x"] for r in merged} == {"none": 0, "sin": 1, "rope": 1, "rope+yarn": 0, "alibi": 0,
+                                                      "rope [seed1]": 0}
+    # long-format rows (one per distance) are replaced as a whole per variant
+    old = [{"variant": "rope", "d": d, "x": 0} for d in (32, 64)] + [{"variant": "alibi", "d": 32, "x": 0}]
+    merged = EC.merge_rows(old, [{"variant": "rope", "d": 32, "x": 1}])
+    assert [(r["variant"], r["d"], r["x"]) for r in merged] == [("rope", 32, 1), ("alibi", 32, 0)], merged
+
+
+def _write(tmp_path, ppl, effective, exact):
+    rows = [{"variant": n, "ppl_256": p[0], "ppl_4096": p[1]} for n, p in ppl.items()]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    (tmp_path / "context_use.json").write_text(json.dumps(
+        {"meta": {}, "rows": [{"variant": n, "effective_context": c} for n, c in effective.items()]}))
+    (tmp_path / "retrieval.json").write_text(json.dumps(
+        {"meta": {}, "rows": [{"variant": n, "distance": 512, "exact": e} for n, e in exact.items()]}))
+
+
+def test_glance_table_applies_the_stated_rules(tmp_path):
+    _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
+           {"rope": 448, "alibi": 192}, {"alibi_copy": 0.5, "rope_copy": 0.49, "rope_copy_ft_yarn": 0.9})
+    lines = {l.split(" | ")[0][2:]: l for l in EC.glance_table(tmp_path).splitlines()[2:]}
+    assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
+    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is
+    assert "| 6.00 | no | yes (448) | no (rope_copy: 49% at d = 512) |" in lines["rope"], lines["rope"]
+    assert "| 6.01 | yes | no (192) | yes (alibi_copy: 50% at d = 512) |" in lines["alibi"], lines["alibi"]
+    assert lines["rope+yarn"].endswith("| yes | not measured | not measured |"), lines["rope+yarn"]
+    assert lines["rope_ft_yarn"].endswith("yes (rope_copy_ft_yarn: 90% at d = 512) |"), lines["rope_ft_yarn"]
+
+
+def test_copy_counterpart_names():
+    assert [EC.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
+        ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]
+
+
+def test_sync_table_writes_only_for_the_repository_results(tmp_path):
+    page = EC.HERE / "README.md"
+    before = page.read_text(encoding="utf-8")
+    EC.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
+    assert page.read_text(encoding="utf-8") == before
+
+
+def test_run_dirs_keep_smoke_runs_and_previews_out_of_results():
+    assert variants.run_dirs() == (Path("runs/main"), Path("results"))
+    for kw in ({"quick": True}, {"preset": "preview"}):
+        ckpt, results = variants.run_dirs(**kw)
+        assert results.parts[0] == "runs" and results.parent == ckpt, (kw, ckpt, results)
