@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+import pos_rope
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
 from variants import ALL_NAMES, DEFAULT_VARIANTS, VARIANTS, TrainConfig, order_of, run_dirs
@@ -123,7 +124,7 @@ def train_len_of(ck: dict) -> int:
 
 # row suffix -> (rope_type, k): factor k * L / L_train at length L (at least 1); k None = factor 1
 SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "ntk(16s)": ("ntk", 16),
-            "dynamic": ("dynamic", None), "yarn": ("yarn", 1), "llama3": ("llama3", 1)}
+            "dynamic": ("dynamic", None), "yarn": ("yarn", 1), "llama3": ("llama3", 1), "longrope": ("longrope", 1)}
 
 
 def check_scalings(text: str) -> list:
@@ -134,11 +135,16 @@ def check_scalings(text: str) -> list:
     return scalings
 
 
-def scaling_at(name: str, L: int, L_train: int) -> dict:
-    """The scaling dict of training-free row rope+<name> at evaluation length L."""
+def scaling_at(name: str, L: int, L_train: int, rot_dim: int = None, base: float = 10000.0) -> dict:
+    """The scaling dict of training-free row rope+<name> at evaluation length L. longrope needs
+    per-pair factors: ours come from pos_rope.longrope_factors (YaRN's wavelength rule), for the
+    model's rotated dims rot_dim and base."""
     kind, k = SCALINGS[name]
     factor = 1.0 if k is None else max(1.0, k * L / L_train)
-    return {"rope_type": kind, "factor": factor, "original_max_len": L_train}
+    out = {"rope_type": kind, "factor": factor, "original_max_len": L_train}
+    if kind == "longrope":
+        out["short_factor"], out["long_factor"] = pos_rope.longrope_factors(rot_dim, base, factor, L_train)
+    return out
 
 
 def length_setter(model, scaling: str, L_train: int):
@@ -146,7 +152,7 @@ def length_setter(model, scaling: str, L_train: int):
     windows of L characters (the factor follows the whole window's length)."""
     if scaling is None:
         return None
-    return lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train))
+    return lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train, model.rope.rot_dim, model.cfg.rope_theta))
 
 
 def factor_label(name: str) -> str:

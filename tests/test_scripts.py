@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,6 +134,27 @@ def test_scalings_rows_factors():
     assert scaling_at("linear", 128, 256)["factor"] == 1.0
     for L in (128, 256, 4096):
         assert scaling_at("dynamic", L, 256) == {"rope_type": "dynamic", "factor": 1.0, "original_max_len": 256}
+
+
+def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_beyond():
+    """rope+longrope: at L <= L_train the factor is 1 and the tables are plain RoPE's; at 16 x L_train
+    pair i is divided by 1 + 15 r_i (YaRN's ramp r_i) and cos/sin carry sqrt(1 + ln 16 / ln 256)."""
+    import pos_rope
+    from eval_common import scaling_at
+    plain = pos_rope.RotaryEmbedding(32)
+    near = pos_rope.RotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
+    for a, b in zip(plain.cos_sin(256), near.cos_sin(256)):
+        assert torch.equal(a, b), f"longrope at the training length is not plain RoPE: {(a - b).abs().max():.2e}"
+    far = scaling_at("longrope", 4096, 256, 32, 10000.0)
+    low, high = pos_rope.yarn_correction_range(32, 10000.0, 256, 32.0, 1.0)
+    ramp = pos_rope.yarn_ramp(low, high, 16).double()
+    want = 1 + 15 * ramp
+    got = torch.tensor(far["long_factor"], dtype=torch.float64)
+    assert far["factor"] == 16.0 and torch.allclose(got, want), f"max diff {(got - want).abs().max():.2e}"
+    assert far["short_factor"] == [1.0] * 16
+    rope = pos_rope.RotaryEmbedding(32, scaling=far)
+    want_af = math.sqrt(1 + math.log(16) / math.log(256))
+    assert abs(rope.attention_factor - want_af) < 1e-12, (rope.attention_factor, want_af)
 
 
 def one_line_error(r, code):
