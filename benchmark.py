@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
+from eval_common import json_to_redraw
 from variants import run_dirs
 
 MiB = 2 ** 20
@@ -321,9 +322,9 @@ def parse_args(argv=None) -> BenchConfig:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
+    if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json
+        return redraw(Path(cfg.results))
     out = Path(cfg.results)
-    if "--redraw" in argv:
-        return redraw(out)
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
@@ -357,10 +358,7 @@ def main(argv=None) -> int:
 
 def redraw(out: Path) -> int:
     """benchmark.md and benchmark.png from <out>/benchmark.json alone."""
-    if not (out / "benchmark.json").exists():
-        print(f"error: no {out}/benchmark.json to redraw from; run python benchmark.py first", file=sys.stderr)
-        return 2
-    d = json.loads((out / "benchmark.json").read_text(encoding="utf-8"))
+    d = json_to_redraw(out / "benchmark.json", "python benchmark.py")
     cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
     times, memory, built = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "built"))
     report = build_report(cfg, d["machine"], d["device_type"], times, memory, built, d["tok_s"], d["eval"], d["argv"])

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
+from eval_common import json_to_redraw
 from train_compare import train
 from variants import TrainConfig, run_dirs
 
@@ -465,10 +466,7 @@ def main(argv=None) -> int:
 
 def redraw(out: Path) -> int:
     """breakage.md and breakage.png from <out>/breakage.json alone."""
-    if not (out / "breakage.json").exists():
-        print(f"error: no {out}/breakage.json to redraw from; run python breakage_test.py first", file=sys.stderr)
-        return 2
-    res = json.loads((out / "breakage.json").read_text(encoding="utf-8"))
+    res = json_to_redraw(out / "breakage.json", "python breakage_test.py")
     tiny_lm.atomic_write_text(out / "breakage.md", make_markdown(res))
     make_plot(res, out / "breakage.png")
     return 0

@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import KEY_CHARS, copy_windows, plant_window, random_row
-from eval_common import csv_text, fail, read_json, spread_blocks, sync_table
+from eval_common import csv_text, fail, json_to_redraw, read_json, spread_blocks, sync_table
 from long_context_test import retrieval
 from tiny_lm import GPTConfig, TinyLM
 from train_compare import random_windows, train
@@ -282,9 +282,7 @@ def redraw(results: Path, pos: str, trials: int) -> int:
     no run settings: pos and trials are this command's (--pos, and 32 trials, or 4 with --quick),
     as when the rows were made."""
     import plots
-    data = read_json(results / "copy_calibration.json")
-    if not data:
-        fail(f"no {results}/copy_calibration.json to redraw from; run python copy_calibration.py first")
+    data = json_to_redraw(results / "copy_calibration.json", "python copy_calibration.py")
     rows = data["rows"]
     tiny_lm.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
     table = markdown_table(rows, pos, trials)

@@ -203,6 +203,13 @@ def read_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def json_to_redraw(path: Path, command: str) -> dict:
+    """The results JSON a --redraw rebuilds from; exits with one line if it is not there."""
+    if not Path(path).exists():
+        fail(f"no {path} to redraw from; run `{command}` first")
+    return read_json(Path(path))
+
+
 def merge_rows(old: list, new: list, key=lambda r: r["variant"]) -> list:
     """Rows of a run of some variants merged into the rows already in a results file: a new row
     replaces the old one with the same key, old rows the run did not touch are kept, and the

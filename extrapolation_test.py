@@ -57,7 +57,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, csv_text, eval_dirs, factor_label, fail,
-                         find_checkpoints, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
+                         find_checkpoints, int_list, is_repo_results, json_to_redraw, length_setter, load_checked, load_eval_data,
                          merge_rows, peak_rss_gib, read_json, spread_blocks, sync_glance, sync_table,
                          train_len_of)
 from variants import FINETUNES, PRESETS, VARIANTS
@@ -301,9 +301,7 @@ def redraw(results: Path) -> int:
     """extrapolation.csv, .md and the figures from results/extrapolation.json alone; the tables
     in the README and docs/ follow when results/ is the repository's."""
     import plots
-    data = read_json(results / "extrapolation.json")
-    if not data:
-        fail(f"no {results}/extrapolation.json to redraw from; run python extrapolation_test.py first")
+    data = json_to_redraw(results / "extrapolation.json", "python extrapolation_test.py")
     rows, meta, lengths = data["rows"], data["meta"], data["meta"]["lengths"]
     tiny_lm.atomic_write_text(results / "extrapolation.csv", csv_text(rows))
     table = (preview_table if meta.get("preset") == "preview" else markdown_table)(rows, meta)

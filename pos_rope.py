@@ -281,6 +281,12 @@ def check_scaling(scaling: dict) -> dict:
     theta = out.get("rope_theta", 10000.0)
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
         raise ValueError(f"rope_theta (the base) must be a number > 1, got {theta!r}")
+    _check_type_keys(kind, out)
+    return out
+
+
+def _check_type_keys(kind: str, out: dict) -> None:
+    """The checks one rope_type's own keys need (check_scaling has filled the defaults)."""
     if kind == "yarn":
         _check_yarn(out)
     if kind == "longrope":
@@ -294,7 +300,6 @@ def check_scaling(scaling: dict) -> dict:
     if kind == "llama3" and not out["high_freq_factor"] > out["low_freq_factor"] > 0:
         raise ValueError(f"llama3 needs high_freq_factor > low_freq_factor > 0, got "
                          f"{out['high_freq_factor']} and {out['low_freq_factor']}")
-    return out
 
 
 def _is_share(v) -> bool:

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 import tiny_lm
-from eval_common import csv_text, read_json, spread_blocks
+from eval_common import csv_text, json_to_redraw, read_json, spread_blocks
 from extrapolation_test import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from train_compare import train
@@ -199,11 +199,7 @@ def save(results: Path, rows: list, meta: dict) -> None:
 
 def redraw(results: Path) -> int:
     """recipe_ablation.csv and .md from results/recipe_ablation.json alone."""
-    data = read_json(results / "recipe_ablation.json")
-    if not data:
-        print(f"error: no {results}/recipe_ablation.json to redraw from; run python recipe_ablation.py first",
-              file=sys.stderr)
-        return 2
+    data = json_to_redraw(results / "recipe_ablation.json", "python recipe_ablation.py")
     tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(data["rows"]))
     tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(data["rows"], data["meta"]))
     return 0

@@ -427,10 +427,7 @@ def main(argv=None):
         fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
         fig_pairs(out, [("this repo", args.head_dim, args.train_len, args.theta), LLAMA_SCALE], args.factor)
     if args.redraw:
-        for n, name, draw in ((5, "rope_attention.json", draw_attention), (6, "rope_theta_attention.json", draw_theta)):
-            if n in only and (out / name).is_file():
-                draw(out, json.loads((out / name).read_text(encoding="utf-8")))
-        return
+        return redraw(out, only)
     for n, draw in ((5, lambda: fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)),
                     (6, lambda: theta_ablation(out, ckpt_dir, args.windows, args.length, make=make))):
         if n in only:
@@ -438,6 +435,13 @@ def main(argv=None):
                 draw()
             except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
                 print(f"skip figure {n}: {e}")
+
+
+def redraw(out: Path, only) -> None:
+    """Figures 5 and 6 from the JSON files they stored in out (figures 1-4 need no data at all)."""
+    for n, name, draw in ((5, "rope_attention.json", draw_attention), (6, "rope_theta_attention.json", draw_theta)):
+        if n in only and (out / name).is_file():
+            draw(out, json.loads((out / name).read_text(encoding="utf-8")))
 
 
 if __name__ == "__main__":
