@@ -57,7 +57,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, csv_text, eval_dirs, factor_label, fail,
-                         find_checkpoints, int_list, json_to_redraw, length_setter, load_checked, load_eval_data,
+                         find_checkpoints, int_list, is_repo_results, json_to_redraw, length_setter, load_checked, load_eval_data,
                          merge_rows, peak_rss_gib, read_json, spread_blocks, sync_glance, sync_table,
                          train_len_of)
 from variants import FINETUNES, PRESETS, VARIANTS
@@ -310,7 +310,8 @@ def redraw(results: Path) -> int:
     plots.ppl_vs_length_all(results / "ppl_vs_length_all.png", rows, lengths)
     plots.loss_vs_position(results / "loss_vs_position.png", rows, data["loss_vs_position"], lengths)
     sync_table("extrapolation", table, results)
-    sync_glance(results)  # a no-op outside the repository's results/
+    if is_repo_results(results):
+        sync_glance(results)
     return 0
 
 

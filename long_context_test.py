@@ -39,7 +39,7 @@ from tqdm import tqdm
 import tiny_lm
 from copy_mixture import key_ids_of
 from eval_common import (add_common_flags, check_scalings, csv_text, eval_dirs, fail, find_checkpoints, int_list,
-                         length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
+                         is_repo_results, length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
                          read_json, spread_blocks, sync_glance, sync_table, train_len_of)
 from variants import FINETUNES, is_copy, order_of
 
@@ -298,7 +298,8 @@ def redraw(results: Path, which=("context_use", "retrieval")) -> int:
         tiny_lm.atomic_write_text(results / f"{name}.md", table)
         getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
         sync_table(name, table, results)
-    sync_glance(results)  # a no-op outside the repository's results/
+    if is_repo_results(results):
+        sync_glance(results)
     return 0
 
 
