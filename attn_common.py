@@ -10,6 +10,12 @@ Masks are boolean with True = "may attend" (the tutorial's `mask == 0 -> -inf`).
 A causal mask is aligned bottom-right: query i sits at absolute position Tk - Tq + i, so
 the same code serves a full forward (Tq = Tk) and a cached decoding step (Tq < Tk).
 
+Local attention (window_mask, `window=` in both functions) narrows the causal mask to the
+last w keys (sliding: Mistral, Gemma, Command R7B) or to the query's own chunk of w positions
+(chunked: Llama 4's RoPE layers). It keeps the bottom-right alignment, so a KV cache longer
+than the window gives the same numbers as the full forward. Llama 4's attention temperature
+for its global NoPE layers is the pure function llama4_attn_temperature.
+
 Two implementations, same numbers (tests/test_attn.py proves it):
   * attn():      the formula written out, with every option (a boolean mask, the causal mask
                  applied on top of any bias, the attention weights for plots);
@@ -37,14 +43,53 @@ def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
     return j <= i                                                   # (Tq, Tk)
 
 
-def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False):
-    """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)]."""
+WINDOW_KINDS = ("sliding", "chunked")
+
+
+def window_mask(q_len: int, k_len: int, window: int, kind: str = "sliding", device=None) -> torch.Tensor:
+    """Boolean (Tq, Tk): the causal mask narrowed to a local window of w = window positions.
+    Query row r sits at absolute position i = k_len - q_len + r (bottom-right, as causal_mask)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"a local window is an int >= 1 (positions), got {window!r}")
+    if kind not in WINDOW_KINDS:
+        raise ValueError(f"unknown window kind {kind!r}; use one of {', '.join(WINDOW_KINDS)}")
+    i = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (Tq, 1)
+    j = torch.arange(k_len, device=device)[None, :]                 # (1, Tk)
+    # sliding:  i - w < j <= i            (the w most recent keys, the query included)
+    # chunked:  j // w == i // w, j <= i  (keys of the query's own chunk of w positions, up to it)
+    if kind == "sliding":
+        return (j <= i) & (j > i - window)                          # (Tq, Tk)
+    return (j <= i) & (j // window == i // window)                  # (Tq, Tk)
+
+
+def first_visible_key(i: int, window: int, kind: str = "sliding") -> int:
+    """The earliest key the query at absolute position i sees under window_mask (never after i)."""
+    return max(0, i - window + 1) if kind == "sliding" else (i // window) * window
+
+
+# Llama 4's attention-temperature tuning (Hugging Face modeling_llama4.py, Llama4TextAttention;
+# after Nakanishi 2025, "Scalable-Softmax Is Superior for Attention"), on the NoPE layers only:
+#     q_i <- q_i * (log(floor((i + 1) / floor_scale) + 1) * attn_scale + 1),   i the absolute position
+# It is 1 while i + 1 < floor_scale and steps up each time i + 1 reaches a multiple of floor_scale:
+# the logits sharpen slowly with the number of keys, so attention over a long context stays peaked.
+def llama4_attn_temperature(positions: torch.Tensor, floor_scale: int, attn_scale: float) -> torch.Tensor:
+    """The factor on each query, float32, shape of positions (e.g. (T,) for positions offset .. offset+T-1)."""
+    steps = torch.floor((positions.float() + 1.0) / floor_scale)  # (T,)
+    return torch.log1p(steps) * attn_scale + 1.0                   # (T,)
+
+
+def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False, window=0, window_kind="sliding"):
+    """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)].
+    window=w > 0 (needs causal=True): window_mask of that kind instead of the causal mask."""
     d = q.shape[-1]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, H, Tq, D) @ (B, H, D, Tk) -> (B, H, Tq, Tk)
     if score_bias is not None:
         scores = scores + score_bias                   # ALiBi: + (H, Tq, Tk) or (B, H, Tq, Tk)
+    if window and not causal:
+        raise ValueError("a local window narrows the causal mask; it needs causal=True")
     if causal:
-        keep = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
+        keep = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if not window else \
+            window_mask(q.shape[-2], k.shape[-2], window, window_kind, device=q.device)
         mask = keep if mask is None else (mask.bool() & keep)
     if mask is not None:
         scores = scores.masked_fill(~mask.bool(), float("-inf"))
@@ -53,7 +98,7 @@ def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False
     return (out, weights) if return_weights else out
 
 
-def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256):
+def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, window_kind="sliding"):
     """attn() through torch's fused F.scaled_dot_product_attention: the path the model runs.
 
     Who hides the future keys when causal=True:
@@ -64,7 +109,10 @@ def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256):
     The bias goes in 4-D, because on CPU a 3-D float mask sends SDPA to its slower unfused path.
     Causal with a bias, the queries go in chunks of q_chunk rows: rows a..b-1 see keys up to
     position Tk - Tq + b - 1 only, so later keys are never computed; each chunk's bias is a view.
+    window=w > 0 (needs causal=True): local attention, in _windowed_sdpa.
     """
+    if window:
+        return _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind)
     Tq, Tk = q.shape[-2], k.shape[-2]
     if score_bias is None:
         if not causal or Tq == 1:  # one query at the last position sees every key
@@ -91,6 +139,32 @@ def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256):
         # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H, b-a, e) float mask -> (B, H, b-a, D)
         outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., :e, :], v[..., :e, :],
                                                    attn_mask=rows[..., :e]))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+def _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind):
+    """attn_sdpa with window_mask: queries in chunks of q_chunk rows, each against only the keys its
+    rows can see, from first_visible_key of its first row to its last row, so the matmuls of a
+    long context cost O(Tq (q_chunk + w)), not O(Tq Tk). The window mask also hides the future, so a bias
+    need not carry the causal mask here (it may: -inf stays -inf)."""
+    if not causal:
+        raise ValueError("a local window narrows the causal mask; it needs causal=True")
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    past = Tk - Tq  # query row r sits at absolute position past + r
+    keep = window_mask(Tq, Tk, window, window_kind, device=q.device)  # (Tq, Tk)
+    bias = None if score_bias is None else score_bias.to(q.dtype)
+    if bias is not None:
+        bias = bias[(None,) * (q.dim() - bias.dim())]  # (H, Tq, Tk) -> (1, H, Tq, Tk)
+    outs = []
+    for a in range(0, Tq, q_chunk):
+        b = min(a + q_chunk, Tq)
+        s, e = first_visible_key(past + a, window, window_kind), past + b  # keys s..e-1 serve rows a..b-1
+        mask = keep[a:b, s:e][None, None]  # (1, 1, b-a, e-s) boolean
+        if bias is not None:
+            rows = bias if bias.shape[-2] == 1 else bias[..., a:b, :]
+            mask = rows[..., s:e].masked_fill(~mask, float("-inf"))  # (B?, H, b-a, e-s) float
+        # (B, H, b-a, D) attending to (B, H, e-s, D) -> (B, H, b-a, D)
+        outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., s:e, :], v[..., s:e, :], attn_mask=mask))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 

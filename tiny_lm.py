@@ -13,7 +13,12 @@ GPTConfig.pos picks where position information enters (tutorial sections 方案 
     alibi    - m_h (i - j)       on the scores       (pos_alibi.py)
 `causal=False` removes the causal mask (破坏实验 2); ALiBi then uses -m_h |i - j|.
 RoPE options: partial_rotary_factor (rotate part of each head), rope_p (p-RoPE); and with rope
-or alibi, nope_every = k leaves every k-th layer without positions (Llama 4's iRoPE).
+or alibi, nope_every = k leaves every k-th layer without positions.
+Hybrid layouts (layer_roles): attn_window = w makes layers local (sliding window or chunks of
+w positions, attn_common.window_mask) except every global_every-th; the global layers may have
+their own RoPE (global_rope_theta, global_rope_p) or none (nope_every), and Llama 4's attention
+temperature on the NoPE layers (attn_temperature_tuning) can be switched on or off at evaluation.
+variants.py's irope (Llama 4) and gemma_hybrid (Gemma 4) are built from these fields.
 
 Reading order: the config, Attention, MLP, Block, TinyLM (forward, then generate), the
 device check, checkpoints (plain dicts written atomically, read with
@@ -35,7 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attn_common import attn_sdpa
+from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_alibi import ALiBi
 from pos_learned import LearnedPositionalEmbedding
 from pos_rope import RotaryEmbedding, rotary_dim
@@ -68,6 +73,16 @@ class GPTConfig:
     partial_rotary_factor: float = 1.0  # rotate only the first int(f * head dim) dims (HF's name; GPT-NeoX 0.25)
     rope_p: float = 1.0             # p-RoPE: the fastest fraction p of the pairs turn, the rest have frequency 0
     nope_every: int = 0             # k > 0: layers k, 2k, ... (counting from 1) get no positions (Llama 4 iRoPE)
+    # Local attention and hybrid layouts (layer_roles; Llama 4, Gemma 3/4, Command R7B):
+    attn_window: int = 0            # w > 0: local layers see w positions (window_kind); 0: every layer global
+    window_kind: str = "sliding"    # "sliding": keys i-w < j <= i; "chunked": keys of i's chunk of w, j <= i
+    global_every: int = 0           # with attn_window: layers g, 2g, ... (from 1) stay global; 0: all local
+    global_rope_theta: float = None  # RoPE base of the global layers (Gemma 3/4: 1e6); None: rope_theta
+    global_rope_p: float = None     # p-RoPE share of the global layers (Gemma 4: 0.25); None: rope_p
+    attn_temperature_tuning: bool = False  # Llama 4: scale the NoPE layers' queries; read on every forward,
+                                           # so model.cfg.attn_temperature_tuning switches it at evaluation
+    temperature_floor: int = 8192   # its floor_scale (attn_common.llama4_attn_temperature; Llama 4's value)
+    temperature_slope: float = 0.1  # its attn_scale (Llama 4's value)
     causal: bool = True
     tie_weights: bool = False
     mlp_ratio: int = 4
@@ -93,12 +108,58 @@ class GPTConfig:
             raise ValueError(f"nope_every must be an int from 0 (off) to n_layer={self.n_layer}, got {k!r}")
         if k and self.pos not in ("rope", "alibi"):
             raise ValueError(f"nope_every removes positions inside attention (rope, alibi), but pos={self.pos!r}")
+        self._check_layout()
+
+    def _check_layout(self):
+        """The window, the global layers and the temperature: one-line errors, before a model is built."""
+        w, g = self.attn_window, self.global_every
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise ValueError(f"attn_window must be an int >= 0 (0: global attention), got {w!r}")
+        if self.window_kind not in WINDOW_KINDS:
+            raise ValueError(f"unknown window_kind {self.window_kind!r}; choose one of {', '.join(WINDOW_KINDS)}")
+        if w and not self.causal:
+            raise ValueError("attn_window narrows the causal mask, but causal=False; keep causal=True")
+        if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g <= self.n_layer:
+            raise ValueError(f"global_every must be an int from 0 (off) to n_layer={self.n_layer}, got {g!r}")
+        if g and not w:
+            raise ValueError(f"global_every={g} picks the global layers among local ones, but attn_window=0 "
+                             f"makes every layer global; set attn_window")
+        if (self.global_rope_theta, self.global_rope_p) != (None, None):
+            if self.pos != "rope" or not g:
+                raise ValueError(f"global_rope_theta and global_rope_p set the RoPE of the global layers; they need "
+                                 f"pos='rope' and global_every > 0, got pos={self.pos!r}, global_every={g}")
+            theta, p = self.global_rope_theta, self.global_rope_p
+            if theta is not None and (isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0):
+                raise ValueError(f"global_rope_theta must be a number > 0 or None, got {theta!r}")
+            if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1):
+                raise ValueError(f"global_rope_p must be a number in [0, 1] or None, got {p!r}")
+        f, s = self.temperature_floor, self.temperature_slope
+        if isinstance(f, bool) or not isinstance(f, int) or f < 1 or isinstance(s, bool) \
+                or not isinstance(s, (int, float)) or s < 0:
+            raise ValueError(f"temperature_floor must be an int >= 1 and temperature_slope a number >= 0, "
+                             f"got {f!r} and {s!r}")
+        if self.attn_temperature_tuning and not self.nope_every:
+            raise ValueError("attn_temperature_tuning scales the queries of the NoPE layers, but nope_every=0 "
+                             "leaves none; set nope_every")
+
+
+def layer_roles(cfg: GPTConfig) -> tuple:
+    """(nope_layers, local_layers): 0-based indices. Counting from 1, layers k, 2k, ... of nope_every = k
+    have no positions; with attn_window > 0 every layer is local except layers g, 2g, ... of
+    global_every = g (every layer when g = 0). Llama 4: NoPE layers = global layers; Gemma: no NoPE."""
+    def every(k):  # layers k, 2k, ... counting from 1 -> 0-based indices k-1, 2k-1, ...
+        return tuple(i for i in range(cfg.n_layer) if k and (i + 1) % k == 0)
+    glob = every(cfg.global_every)
+    return every(cfg.nope_every), tuple(i for i in range(cfg.n_layer) if cfg.attn_window and i not in glob)
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    """window=w > 0: a local layer (cfg.window_kind); 0: global. No parameters depend on it."""
+
+    def __init__(self, cfg: GPTConfig, window: int = 0):
         super().__init__()
         self.n_head, self.head_dim, self.causal = cfg.n_head, cfg.n_embd // cfg.n_head, cfg.causal
+        self.window, self.window_kind = window, cfg.window_kind
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
 
@@ -109,15 +170,19 @@ class Attention(nn.Module):
         # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
         return tuple(t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
 
-    def forward(self, x, rope=None, offset=0, bias=None, kv=None):
-        """x (B, T, C) -> (out (B, T, C), (k, v) each (B, H, Tk, D)). bias: ALiBi's, causal mask included."""
+    def forward(self, x, rope=None, offset=0, bias=None, kv=None, q_scale=None):
+        """x (B, T, C) -> (out (B, T, C), (k, v) each (B, H, Tk, D)). bias: ALiBi's, causal mask included.
+        q_scale (T,): a factor on each query (Llama 4's temperature tuning), or None."""
         B, T, C = x.shape
         q, k, v = self.split_heads(x)
         if rope is not None:  # RoPE: rotate q and k (never v) by their absolute positions
             q, k = rope(q, k, offset=offset)
+        if q_scale is not None:
+            q = q * q_scale[:, None].to(q.dtype)  # (B, H, T, D) * (T, 1)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv[0], k), dim=2), torch.cat((kv[1], v), dim=2)  # (B, H, Tpast+T, D)
-        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal)  # (B, H, T, D)
+        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window,
+                      window_kind=self.window_kind)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
         return self.out(y), (k, v)
 
@@ -136,10 +201,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: GPTConfig):
+    def __init__(self, cfg: GPTConfig, window: int = 0):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, window)
         self.mlp = MLP(cfg)
 
     def forward(self, x, **kw):
@@ -167,15 +232,17 @@ class TinyLM(nn.Module):
         emb_std = C ** -0.5 if cfg.emb_scale else 0.02
         self.learned = LearnedPositionalEmbedding(cfg.max_len, C, init_std=emb_std) if cfg.pos == "learned" else None
         self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
-        self.rope = None
-        if cfg.pos == "rope":
-            self.rope = RotaryEmbedding(C // H, cfg.rope_theta, cfg.rope_pairing, scaling=cfg.rope_scaling,
-                                        partial_rotary_factor=cfg.partial_rotary_factor, rope_p=cfg.rope_p)
+        # RoPE tables (no parameters): self.rope for every RoPE layer, or for the local ones when the
+        # global layers have their own base or p (self.global_rope, Gemma 3/4).
+        self.rope = self._rope(cfg.rope_scaling) if cfg.pos == "rope" else None
+        own_global = (cfg.global_rope_theta, cfg.global_rope_p) != (None, None)
+        self.global_rope = self._rope(cfg.rope_scaling, global_layers=True) if own_global else None
         # Causal: -m(i - j) with -inf on later keys (the bias is the causal mask); else -m|i - j|.
         self.alibi = ALiBi(H, symmetric=not cfg.causal, causal=cfg.causal) if cfg.pos == "alibi" else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
-        k = cfg.nope_every  # iRoPE: layers k-1, 2k-1, ... (from 0) attend without positions (no parameters)
-        self.nope_layers = tuple(i for i in range(cfg.n_layer) if k and (i + 1) % k == 0)
+        # nope_layers attend without positions; local_layers within cfg.attn_window (no parameters either)
+        self.nope_layers, self.local_layers = layer_roles(cfg)
+        self.blocks = nn.ModuleList(Block(cfg, cfg.attn_window if i in self.local_layers else 0)
+                                    for i in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(C)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.apply(self._init)
@@ -188,6 +255,22 @@ class TinyLM(nn.Module):
             nn.init.normal_(blk.mlp.proj.weight, 0.0, resid_std)
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
+
+    def _rope(self, scaling: dict = None, global_layers: bool = False) -> RotaryEmbedding:
+        """The RoPE tables of every RoPE layer, or with global_layers=True those of global_rope_theta/_p."""
+        cfg = self.cfg
+        base, p = cfg.rope_theta, cfg.rope_p
+        if global_layers:
+            base = base if cfg.global_rope_theta is None else cfg.global_rope_theta
+            p = p if cfg.global_rope_p is None else cfg.global_rope_p
+        return RotaryEmbedding(cfg.n_embd // cfg.n_head, base, cfg.rope_pairing, scaling=scaling,
+                               partial_rotary_factor=cfg.partial_rotary_factor, rope_p=p)
+
+    def rope_of(self, i: int):
+        """The RotaryEmbedding layer i turns q and k with, or None (a NoPE layer, or no RoPE)."""
+        if i in self.nope_layers:
+            return None
+        return self.global_rope if self.global_rope is not None and i not in self.local_layers else self.rope
 
     @staticmethod
     def _init(m):
@@ -211,11 +294,15 @@ class TinyLM(nn.Module):
             x = x + self.sin(T, offset).to(x.dtype)
         # ALiBi's (H, T, Tk) bias: built once per forward, shared by every layer.
         bias = None if self.alibi is None else self.alibi(T, offset + T).to(x.dtype)
+        temp = None  # Llama 4's temperature on the NoPE layers' queries, (T,), for positions offset .. offset+T-1
+        if self.cfg.attn_temperature_tuning and self.nope_layers:
+            pos = torch.arange(offset, offset + T, device=idx.device)
+            temp = llama4_attn_temperature(pos, self.cfg.temperature_floor, self.cfg.temperature_slope)
         new_cache = []
         for i, block in enumerate(self.blocks):
             nope = i in self.nope_layers  # no rotation and no ALiBi bias (the causal mask stays)
-            x, kv = block(x, rope=None if nope else self.rope, offset=offset, bias=None if nope else bias,
-                          kv=None if cache is None else cache[i])
+            x, kv = block(x, rope=self.rope_of(i), offset=offset, bias=None if nope else bias,
+                          q_scale=temp if nope else None, kv=None if cache is None else cache[i])
             new_cache.append(kv)
         logits = self.head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
         loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
@@ -248,13 +335,14 @@ class TinyLM(nn.Module):
 
     def set_rope_scaling(self, scaling: dict = None) -> None:
         """Swap the RoPE tables for a scaled version (None = plain RoPE); weights are untouched.
-        Recorded in cfg.rope_scaling, so a fine-tuned checkpoint reloads with its scaling."""
+        Recorded in cfg.rope_scaling, so a fine-tuned checkpoint reloads with its scaling. Every
+        RoPE layer gets it, local ones included (Gemma 3 scales only its global layers)."""
         if self.rope is None:
             raise ValueError(f"RoPE scaling needs pos='rope', this model uses pos={self.cfg.pos!r}")
         device = self.rope.inv_freq.device
-        self.rope = RotaryEmbedding(self.rope.head_dim, self.cfg.rope_theta, self.cfg.rope_pairing, scaling=scaling,
-                                    partial_rotary_factor=self.cfg.partial_rotary_factor,
-                                    rope_p=self.cfg.rope_p).to(device)
+        self.rope = self._rope(scaling).to(device)
+        if self.global_rope is not None:
+            self.global_rope = self._rope(scaling, global_layers=True).to(device)
         self.cfg.rope_scaling = scaling
 
     def num_params(self, pos_only: bool = False) -> int:

@@ -30,11 +30,31 @@ VARIANTS = {
     # What 2024-2026 models ship (docs/current_models.md):
     "rope_partial25": {"pos": "rope", "partial_rotary_factor": 0.25},  # GPT-NeoX / Pythia: rotate 1/4 of each head
     "rope_p75": {"pos": "rope", "rope_p": 0.75},                        # p-RoPE: drop the lowest 25% of frequencies
-    "irope": {"pos": "rope", "nope_every": 4},                          # Llama 4: every 4th layer without positions
+    # Every 4th layer without positions, every layer global: the model results/ calls `irope` until it
+    # is regenerated (rows named irope there are this variant, trained before the faithful irope below).
+    "irope_global": {"pos": "rope", "nope_every": 4},
+    # Hybrid layouts as they ship (tiny_lm.layer_roles), scaled to 4 layers and a training length of 256.
+    # The local window is 64 = 1/4 of the training length: a line of verse (~40 characters) fits
+    # in it, and the local RoPE layers never meet a distance beyond 63 at any context length, so
+    # only the global layer can carry what lies further back.
+    #   irope, Llama 4 as shipped: RoPE layers attend within chunks (Llama 4: 8,192 tokens, here 64),
+    #   every 4th layer global without positions, its queries scaled by Llama 4's temperature tuning,
+    #   trained with it on (model.cfg.attn_temperature_tuning may be switched off at evaluation).
+    #   floor_scale is tied to the chunk as in Llama 4 (8,192 = 8,192) and attn_scale kept at 0.1:
+    #   the factor is 1 up to position 62, 1.16 at position 255 and 1.42 at 4,095.
+    "irope": {"pos": "rope", "nope_every": 4, "attn_window": 64, "window_kind": "chunked", "global_every": 4,
+              "attn_temperature_tuning": True, "temperature_floor": 64},
+    #   gemma_hybrid, Gemma 4's layout: sliding-window RoPE layers at base 10k, and a global layer
+    #   with p-RoPE (a quarter of the pairs turn, the fastest ones) at base 1M; 3 local to 1 global
+    #   (Gemma: 5 to 1, the global layer last). Gemma 4 rather than Gemma 3 (base 1M alone): with
+    #   three quarters of each global head free of positions it is the closer contrast to irope's
+    #   NoPE global layer, and it needs only options we already have (rope_p, rope_theta).
+    "gemma_hybrid": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4,
+                     "global_rope_theta": 1e6, "global_rope_p": 0.25},
 }
 # The copy family: the same models trained on the copy mixture (copy_mixture.copy_windows), so
 # that retrieval at distance pays during training (docs/long_context.md).
-COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi")}
+COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi", "irope", "gemma_hybrid")}
 VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
 
 
@@ -59,7 +79,7 @@ FAMILIES = {
     "theta": ["rope_theta10", "rope_theta1e6"],
     "copy": ["none_copy", "learned_copy", "sin_copy", "rope_copy", "alibi_copy",
              "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
-    "current": ["rope_partial25", "rope_p75", "irope"],
+    "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
 }
 
 
@@ -175,8 +195,9 @@ def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Pa
     GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
     if name in VARIANTS:
         kw = {**model_kw, **VARIANTS[name]}
-        if kw.get("nope_every", 0) > kw["n_layer"]:  # e.g. irope under --quick (2 layers): its last layer
-            kw["nope_every"] = kw["n_layer"]
+        for every in ("nope_every", "global_every"):  # e.g. irope under --quick (2 layers): its last layer
+            if kw.get(every, 0) > kw["n_layer"]:
+                kw[every] = kw["n_layer"]
         torch.manual_seed(seed)
         return TinyLM(GPTConfig(**kw)), tc, 0
     ft = FINETUNES[name]
