@@ -12,7 +12,7 @@ learning rate, schedule, windows), and every 100 steps probes:
              characters 2..K of the first copy of each key minus that of its later copies
              (nats/char). A model that copies drives later copies toward 0 nats; one that
              does not pays for them what it pays for the first copy (gain 0).
-  retrieval  long_context_test.retrieval() with keys from the mixture's alphabet: a 10-char
+  retrieval  long_context_test.retrieval(), the passkey of the retrieval table: a 10-letter
              key at 32 and again at 32 + d (d = 32, 128, 200), gain over a control key and
              greedy exact match, 32 trials each.
 
@@ -43,7 +43,7 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from copy_mixture import KEY_CHARS, copy_windows, plant_window, random_row
+from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
 from eval_common import csv_text, fail, json_to_redraw, read_json, spread_blocks, sync_table
 from long_context_test import retrieval
 from tiny_lm import GPTConfig, TinyLM
@@ -87,6 +87,10 @@ MIXTURES = {
 }
 RETRIEVAL_D = (32, 128, 200)
 RETRIEVAL_K = 10
+# The retrieval probe is long_context_test's passkey: keys of distinct uppercase letters, scored
+# against the paired control. Records made before it (no "passkey" field) used keys from the
+# mixture's own alphabet against an in-window control key; the two are not merged into one table.
+PASSKEY = "distinct uppercase keys, paired control"
 
 
 def alphabets(train_text: str, vocab: str) -> dict:
@@ -126,7 +130,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
               weights: Path) -> dict:
     """Train one model on the mixture with probes; returns the record saved for it. The final
     weights go to `weights` ({"model": state_dict, "config": GPTConfig fields}) for inspection."""
-    train_ids, val_ids, key_ids, vocab_size = data
+    train_ids, val_ids, key_ids, vocab_size, passkey_ids = data
     torch.manual_seed(tc.seed)
     model = TinyLM(GPTConfig(vocab_size=vocab_size, **mcfg))
     seqs, keys = probe_windows(val_ids, tc.seq_len, mix, key_ids, seed)
@@ -135,7 +139,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
 
     def probe(m) -> dict:
         out = {"own": own_gain(m, seqs, keys)}
-        for r in retrieval(m, val_ids, distances, K, 4 if quick else 32, key_ids, seed, 16384):
+        for r in retrieval(m, val_ids, distances, K, 4 if quick else 32, passkey_ids, seed, 16384):
             out[f"d{r['distance']}"] = {k: round(r[k], 4) for k in ("gain", "gain_lo", "gain_hi", "exact")}
         return out
 
@@ -148,7 +152,8 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
     tiny_lm.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": asdict(model.cfg)}, tmp))
     copyable = sum((len(st) - 1) * (K_ - 1) for _, st, K_ in keys) / seqs[:, 1:].numel()
     return {"mixture": name, "config": asdict(mix), "train": asdict(tc), "model": mcfg, "hist": hist,
-            "copyable": copyable, "trials": 4 if quick else 32, "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
+            "copyable": copyable, "trials": 4 if quick else 32, "passkey": PASSKEY,
+            "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
 
 
 def parse_args(argv=None):
@@ -236,7 +241,8 @@ def main(argv=None) -> int:
         if path.exists() and not args.force:
             records[name] = reuse(path, mix, tc, mcfg)
             continue
-        data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab))
+        data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab),
+                key_ids_of(vocab, COPY_RECIPE.alphabet))
         records[name] = calibrate(name, mix, tc, mcfg, data, args.seed, device, q, out / f"{name}.pt")
         tiny_lm.atomic_write_text(path, json.dumps(records[name], indent=1))
     save(results, records, args.pos, 4 if q else 32)
@@ -265,6 +271,9 @@ def save(results: Path, records: dict, pos: str, trials: int) -> None:
     """Merge the mixtures of this run into results/copy_calibration.json (the rows and curves of
     mixtures not run now stay), then redraw the table and figure from it."""
     old = read_json(results / "copy_calibration.json")
+    if old and old.get("passkey") != PASSKEY:
+        fail(f"{results}/copy_calibration.json holds rows probed with an earlier passkey; write this run's "
+             f"rows elsewhere with --results (it probes with {PASSKEY})")
     rows = {r["mixture"]: r for r in old.get("rows", [])}
     curves = dict(old.get("curves", {}))
     for name, rec in records.items():
@@ -273,7 +282,7 @@ def save(results: Path, records: dict, pos: str, trials: int) -> None:
     order = [n for n in MIXTURES if n in rows] + [n for n in rows if n not in MIXTURES]
     results.mkdir(parents=True, exist_ok=True)
     tiny_lm.atomic_write_text(results / "copy_calibration.json", json.dumps(
-        {"rows": [rows[n] for n in order], "curves": {n: curves[n] for n in order}}, indent=1))
+        {"passkey": PASSKEY, "rows": [rows[n] for n in order], "curves": {n: curves[n] for n in order}}, indent=1))
     redraw(results, pos, trials)
 
 
@@ -285,15 +294,16 @@ def redraw(results: Path, pos: str, trials: int) -> int:
     data = json_to_redraw(results / "copy_calibration.json", "python copy_calibration.py")
     rows = data["rows"]
     tiny_lm.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
-    table = markdown_table(rows, pos, trials)
+    table = markdown_table(rows, pos, trials, data.get("passkey"))
     tiny_lm.atomic_write_text(results / "copy_calibration.md", table)
     plots.copy_calibration(results / "copy_calibration.png", data["curves"])
     sync_table("copy_calibration", table, results)
     return 0
 
 
-def markdown_table(rows, pos: str, trials: int) -> str:
-    """The table of results/copy_calibration.md, one row per mixture, with its note."""
+def markdown_table(rows, pos: str, trials: int, passkey: str = None) -> str:
+    """The table of results/copy_calibration.md, one row per mixture, with its note (passkey:
+    the probe's, None for the earlier one)."""
     ds = [k[5:] for k in rows[0] if k.startswith("gain_")]
     lines = ["| mixture | what | copyable targets | text val loss | first copy | later copies | own gain "
              "(best at any step) | " + " | ".join(f"retrieval {d[1:]}: gain / exact" for d in ds) + " |",
@@ -305,10 +315,12 @@ def markdown_table(rows, pos: str, trials: int) -> str:
                      f"({r['best_own_gain']:+.2f}) | "
                      + " | ".join(f"{r[f'gain_{d}']:+.2f} / {r[f'exact_{d}']:.0%}" for d in ds) + " |")
     steps = sorted({r["steps"] for r in rows})
+    probe = f"with {passkey}" if passkey else "as it was then: keys from the mixture's alphabet against an in-window control key"
     lines.append(f"\nEach row: {'/'.join(map(str, steps))} training steps of a {pos} "
                  f"model with the recipe of train_compare.py (except where *what* says otherwise). Losses in nats/char "
                  f"on characters 2..K of 32 planted validation windows at the last step; own gain = first copy minus "
-                 f"later copies; retrieval = long_context_test's passkey with keys from the mixture's alphabet, "
+                 f"later copies; retrieval = long_context_test's passkey "
+                 f"{probe}, "
                  f"{trials} trials per distance. Produced by `python copy_calibration.py`.")
     return "\n".join(lines) + "\n"
 

@@ -5,7 +5,23 @@ so that predicting a later copy pays for attention back over the distance (Kazem
 plant_keys writes the copies into one window; plant_window decides, for one window, how
 (near or anywhere) and calls it. Both training (copy_windows) and copy_calibration.py's probe
 windows plant through plant_window, so a probe is planted exactly like a training window.
+
+The copy family (`train_compare.py --variants copy`) trains on a curriculum instead
+(CopyRecipe, curriculum_windows), found by calibration (docs/long_context.md):
+  1. warm-up phase, the first third of the steps: a short text prefix, then one segment of
+     distinct key letters repeated back to back to the window's end. Almost every target is
+     copyable from 8-24 characters back, which starts the induction circuit (Olsson et al.
+     2022) early;
+  2. then text windows, each with keys of distinct letters written 2-3 times at gaps up to
+     200 characters, so the circuit reaches further while the model keeps modelling text.
+Keys are distinct UPPERCASE letters (KEY_ALPHABETS["upper"]): the plays use every one of them
+(speaker names, line starts), so the embeddings are trained, but an uppercase letter after a
+lowercase one never occurs in the text, so a copy's first letter says "a key starts here"
+(the passkey's "the pass key is"). With lowercase keys, the letter that precedes the first
+scored character occurs a dozen times between two copies, and greedy decoding of it guesses.
 """
+from dataclasses import dataclass
+
 import torch
 
 from tiny_lm import CorpusError
@@ -13,16 +29,28 @@ from tiny_lm import CorpusError
 # Keys are digits: the plays hold almost none (at most 4 of each), so the first copy is the only
 # earlier place a key's characters occur; letters are everywhere in the text.
 KEY_CHARS = "0123456789"
+# The copy family's and the passkey's alphabets (distinct letters per key).
+KEY_ALPHABETS = {"upper": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "lower": "abcdefghijklmnopqrstuvwxyz"}
+
+
+def distinct_key(key_ids: torch.Tensor, K: int, g: torch.Generator) -> torch.Tensor:
+    """K different characters of key_ids in random order (no character twice: a one-character
+    lookup inside the key is unambiguous)."""
+    if K > key_ids.numel():
+        raise ValueError(f"a key of {K} distinct characters needs an alphabet of at least {K}, "
+                         f"got {key_ids.numel()}")
+    return key_ids[torch.randperm(key_ids.numel(), generator=g)[:K]]
 
 
 def plant_keys(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, key_len=(32, 96), n_keys: int = 1,
-               copies: int = 2, max_gap: int = None) -> list:
+               copies: int = 2, max_gap: int = None, distinct: bool = False) -> list:
     """Overwrite row (one window, T + 1 tokens) in place with up to n_keys random keys of
     key_len = (min, max) characters drawn from key_ids, each written `copies` times.
     Two copies with max_gap=None (the copy mixture): the second starts d characters after the
     first, d uniform over what fits. Otherwise consecutive copies are 0..max_gap characters
     apart (max_gap=None: as far as fits). A key that would overlap one already planted is
-    redrawn, up to 8 times. Returns [(starts, K)] of the keys planted."""
+    redrawn, up to 8 times. distinct: keys of different characters (distinct_key). Returns
+    [(starts, K)] of the keys planted."""
     n, planted, tries = row.numel(), [], 0
     taken = torch.zeros(n, dtype=torch.bool)
     while len(planted) < n_keys and tries < 8 * n_keys:
@@ -42,7 +70,7 @@ def plant_keys(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, key
             starts = [a + i * K + sum(gaps[:i]) for i in range(copies)]
         if any(taken[s:s + K].any() for s in starts):
             continue  # would overwrite a key already planted
-        key = key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
+        key = distinct_key(key_ids, K, g) if distinct else key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)]
         for s in starts:
             row[s:s + K] = key
             taken[s:s + K] = True
@@ -87,10 +115,67 @@ def copy_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int, frac
     return batch
 
 
-def key_ids_of(vocab: str) -> torch.Tensor:
-    """Token ids of the key characters; the copy mixture needs all ten digits in the vocabulary."""
-    missing = [c for c in KEY_CHARS if c not in vocab]
+def key_ids_of(vocab: str, alphabet: str = None) -> torch.Tensor:
+    """Token ids of the key characters: the digits of the old copy mixture (alphabet None) or
+    KEY_ALPHABETS[alphabet]; every one must be in the vocabulary."""
+    chars = KEY_CHARS if alphabet is None else KEY_ALPHABETS[alphabet]
+    missing = [c for c in chars if c not in vocab]
     if missing:
-        raise CorpusError(f"the copy mixture plants keys of digits, but the corpus lacks {''.join(missing)!r}; "
-                          f"use a corpus that contains every digit at least once")
-    return torch.tensor([vocab.index(c) for c in KEY_CHARS])
+        raise CorpusError(f"the keys are drawn from {chars!r}, but the corpus lacks {''.join(missing)!r}; "
+                          f"use a corpus that contains each of them at least once")
+    return torch.tensor([vocab.index(c) for c in chars])
+
+
+# ----------------------------------------------------------------------------- the copy family's curriculum
+
+@dataclass(frozen=True)
+class CopyRecipe:
+    """The copy family's mixture (see the module docstring). Lengths in characters."""
+    alphabet: str = "upper"
+    warm_frac: float = 1 / 3       # share of the steps in the warm-up phase (segments repeated back to back)
+    prefix: int = 32               # warm-up: 1..prefix text characters before the segment
+    segment_len: tuple = (8, 24)   # warm-up: distinct letters per segment
+    key_len: tuple = (8, 16)       # then: distinct letters per key
+    copies: tuple = (2, 3)         # then: copies of each key, drawn per window
+    max_gap: int = 200             # then: text characters between consecutive copies, at most
+    n_keys: int = 2                # then: keys per window
+
+
+COPY_RECIPE = CopyRecipe()
+
+
+def segment_row(row: torch.Tensor, g: torch.Generator, key_ids: torch.Tensor, prefix: int, seg_len) -> int:
+    """Warm-up window, in place: keep 1..prefix characters of text, then write one segment of
+    distinct key characters over and over to the end. Returns the segment's length."""
+    n = row.numel()
+    p = int(torch.randint(1, prefix + 1, (1,), generator=g))
+    S = int(torch.randint(seg_len[0], seg_len[1] + 1, (1,), generator=g))
+    seg = distinct_key(key_ids, S, g)
+    reps = (n - p + S - 1) // S
+    row[p:] = seg.repeat(reps)[:n - p]
+    return S
+
+
+def curriculum_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int, steps: int, recipe: CopyRecipe):
+    """Batches of the copy family: step < warm_frac * steps, warm-up windows (segment_row);
+    later, each text window gets recipe.n_keys keys of distinct letters, 2-3 copies each at gaps
+    up to recipe.max_gap (as far as fits in the window when that is less). The planting draws
+    from its own generator seeded by (seed, step), so a resumed run plants the same keys."""
+    warm = int(round(recipe.warm_frac * steps))
+
+    def batch(step: int, gen: torch.Generator):
+        x, y = windows(step, gen)                    # (B, T) each
+        seq = torch.cat([x, y[:, -1:]], dim=1)       # (B, T + 1): the whole window
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step + 7)
+        k_hi = min(recipe.key_len[1], (T + 1) // recipe.copies[1])  # --quick windows are short
+        prefix = min(recipe.prefix, T // 4)
+        s_hi = min(recipe.segment_len[1], (T + 1 - prefix) // 2, key_ids.numel())  # at least two copies fit
+        for b in range(B):
+            if step < warm:
+                segment_row(seq[b], g, key_ids, prefix, (min(recipe.segment_len[0], s_hi), s_hi))
+                continue
+            c = int(torch.randint(recipe.copies[0], recipe.copies[1] + 1, (1,), generator=g))
+            plant_keys(seq[b], g, key_ids, (min(recipe.key_len[0], k_hi), k_hi), recipe.n_keys, c,
+                       recipe.max_gap, distinct=True)
+        return seq[:, :-1], seq[:, 1:]
+    return batch

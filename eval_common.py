@@ -127,11 +127,29 @@ SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "
             "dynamic": ("dynamic", None), "yarn": ("yarn", 1), "llama3": ("llama3", 1), "longrope": ("longrope", 1)}
 
 
+def split_scaling(name: str) -> tuple:
+    """(rope_type, k, fixed) of a row suffix: a name in SCALINGS (factor k * L / L_train), or
+    "<name>@F" for the same scaling at the fixed factor F at every length ("yarn@16")."""
+    base, at, fixed = name.partition("@")
+    if base not in SCALINGS:
+        raise ValueError(f"unknown scaling {base!r}")
+    try:
+        fixed = float(fixed) if at else None
+    except ValueError:
+        raise ValueError(f"the factor after @ in {name!r} is not a number")
+    if fixed is not None and fixed < 1:
+        raise ValueError(f"the factor after @ in {name!r} must be at least 1")
+    return SCALINGS[base][0], SCALINGS[base][1], fixed
+
+
 def check_scalings(text: str) -> list:
-    """The --scalings list; exits with one line on an unknown name."""
+    """A --scalings list; exits with one line on an unknown name or a bad @factor."""
     scalings = [s for s in text.split(",") if s]
-    if set(scalings) - set(SCALINGS):
-        fail(f"unknown scaling(s) {','.join(sorted(set(scalings) - set(SCALINGS)))}; known: {','.join(SCALINGS)}")
+    for s in scalings:
+        try:
+            split_scaling(s)
+        except ValueError as e:
+            fail(f"{e}; known: {','.join(SCALINGS)}, each also as <name>@<factor> for a fixed factor")
     return scalings
 
 
@@ -139,8 +157,8 @@ def scaling_at(name: str, L: int, L_train: int, rot_dim: int = None, base: float
     """The scaling dict of training-free row rope+<name> at evaluation length L. longrope needs
     per-pair factors: ours come from pos_rope.longrope_factors (YaRN's wavelength rule), for the
     model's rotated dims rot_dim and base."""
-    kind, k = SCALINGS[name]
-    factor = 1.0 if k is None else max(1.0, k * L / L_train)
+    kind, k, fixed = split_scaling(name)
+    factor = fixed if fixed is not None else (1.0 if k is None else max(1.0, k * L / L_train))
     out = {"rope_type": kind, "factor": factor, "original_max_len": L_train}
     if kind == "longrope":
         out["short_factor"], out["long_factor"] = pos_rope.longrope_factors(rot_dim, base, factor, L_train)
@@ -149,15 +167,17 @@ def scaling_at(name: str, L: int, L_train: int, rot_dim: int = None, base: float
 
 def length_setter(model, scaling: str, L_train: int):
     """None for an unscaled row; else set_length(L), which gives the model the scaling's factor for
-    windows of L characters (the factor follows the whole window's length)."""
+    windows of L characters (the factor follows the whole window's length, or is fixed)."""
     if scaling is None:
         return None
     return lambda L: model.set_rope_scaling(scaling_at(scaling, L, L_train, model.rope.rot_dim, model.cfg.rope_theta))
 
 
 def factor_label(name: str) -> str:
-    """How the factor of row rope+<name> follows the length: "s", "4s", ... or "1"."""
-    k = SCALINGS[name][1]
+    """How the factor of row rope+<name> follows the length: "s", "4s", ..., "1", or a fixed "16"."""
+    _, k, fixed = split_scaling(name)
+    if fixed is not None:
+        return f"{fixed:g}"
     return "1" if k is None else ("s" if k == 1 else f"{k}s")
 
 

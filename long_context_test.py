@@ -11,15 +11,21 @@ non-overlapping windows cannot give (extrapolation_test.py gives that one).
 
 2. Retrieval at distance (a character-level passkey, the idea of the YaRN repository's
    passkey test and of Kazemnejad et al. 2023's copy tasks, on real text). In a validation
-   window, a random key of K digits is planted at position 32 and again d
-   characters later. Score characters 2..K of the repeat (the first is unguessable) against
-   an unplanted control: another random key of the same length written 4 characters before
-   the repeat, at nearly the same position, seen once only. Copy gain = control loss minus
-   repeat loss (nats/char); exact match = greedy decoding reproduces characters 2..K.
+   window, a key of K distinct uppercase letters is planted at position 32 and again d
+   characters later. Scored: characters 2..K of the repeat (the first cannot be guessed).
+   Each window is scored twice, as planted and as its paired control, where the first copy
+   is replaced by K other letters and nothing else changes. Copy gain = the repeat's loss in
+   the control minus its loss as planted (nats/char); exact match = greedy decoding gives all
+   K - 1 characters; per-character accuracy = the share it gets right. Uppercase letters
+   occur all through the plays (speaker names), so no model meets a character it never saw;
+   distinct letters make a one-character lookup inside the key unambiguous.
    Models trained on plain Shakespeare never needed to copy; the copy family
    (`train_compare.py --variants copy`) was trained so that copying pays.
 
-Scaled RoPE rows (rope+X) set the factor from the total window length, as in the main table.
+Scaled RoPE rows (rope+X) set the factor from the total window length, as in the main table;
+rope+X@16 keeps the factor at 16 whatever the length (context use only). A row
+"<name> (no temp)" is a model trained with Llama 4's attention-temperature tuning, evaluated
+with it off.
 
     python long_context_test.py                 # every checkpoint in runs/main
     python long_context_test.py --quick         # after python train_compare.py --quick
@@ -37,14 +43,14 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from copy_mixture import key_ids_of
+from copy_mixture import COPY_RECIPE, KEY_ALPHABETS, distinct_key, key_ids_of
 from eval_common import (add_common_flags, check_scalings, csv_text, eval_dirs, fail, find_checkpoints, int_list,
                          is_repo_results, length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
                          read_json, spread_blocks, sync_glance, sync_table, train_len_of)
-from variants import FINETUNES, is_copy, order_of
+from variants import FINETUNES, VARIANTS, is_copy, order_of
 
-KEY_AT = 32      # where the first copy of the key starts (real text before it)
-CONTROL_GAP = 4  # text characters between the control key and the repeat
+KEY_AT = 32  # where the first copy of the key starts (real text before it)
+COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
 
 
 def bootstrap_ci(x: torch.Tensor, n: int = 1000, seed: int = 0):
@@ -93,41 +99,64 @@ def summarize_context(name: str, per_span: torch.Tensor, contexts, short: int, s
 # ----------------------------------------------------------------------------- 2. retrieval
 
 def plant_trials(val_ids, d: int, K: int, n: int, key_ids, seed: int):
-    """n windows of real text with a key at KEY_AT, its repeat at KEY_AT + d and a control key
-    just before the repeat. Returns (seqs (n, W + 1), repeat_start, control_start)."""
+    """n windows of real text with a key of K distinct characters at KEY_AT and its repeat at
+    KEY_AT + d, and their paired controls: the same windows with the first copy replaced by a
+    fresh key (K other characters, none of the key's), so the repeat has nothing to copy from.
+    Nothing else differs between a window and its control.
+    Returns (planted (n, W + 1), control (n, W + 1), repeat_start), W = KEY_AT + d + K."""
     W = KEY_AT + d + K
     g = torch.Generator().manual_seed(seed * 7919 + d)
     starts = torch.randint(0, val_ids.numel() - W - 1, (n,), generator=g).tolist()
-    seqs = torch.stack([val_ids[s:s + W + 1] for s in starts]).clone()  # (n, W + 1)
-    rep, ctl = KEY_AT + d, KEY_AT + d - CONTROL_GAP - K
-    for row in seqs:
-        key, control = (key_ids[torch.randint(0, key_ids.numel(), (K,), generator=g)] for _ in range(2))
-        row[KEY_AT:KEY_AT + K] = key
-        row[ctl:ctl + K] = control
-        row[rep:rep + K] = key
-    return seqs, rep, ctl
+    planted = torch.stack([val_ids[s:s + W + 1] for s in starts]).clone()  # (n, W + 1)
+    control, rep = planted.clone(), KEY_AT + d
+    for p, c in zip(planted, control):
+        both = distinct_key(key_ids, 2 * K, g)  # 2K different characters: the key, then the fresh one
+        key, fresh = both[:K], both[K:]
+        p[KEY_AT:KEY_AT + K], p[rep:rep + K] = key, key
+        c[KEY_AT:KEY_AT + K], c[rep:rep + K] = fresh, key
+    return planted, control, rep
 
 
-def retrieval(model, val_ids, distances, K: int, trials: int, key_ids, seed: int, batch_tokens: int,
+def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, batch_tokens: int,
               set_length=None) -> list:
-    """Per distance: copy gain and exact-match rate of the repeat against the control."""
+    """Per distance d: exact match, per-character accuracy and copy gain of the repeat, each with
+    a 95% bootstrap interval over trials. trials: an int, or a function d -> int.
+    Scored: characters 2..K of the repeat (the first cannot be guessed), the targets of positions
+    rep .. rep + K - 2. Exact match: the most likely next character is right at all K - 1 of them
+    (the same as greedy decoding of the key, since every earlier character then is right too).
+    Copy gain: the repeat's loss in the control window minus its loss in the planted one (nats/char)."""
     out = []
     for d in distances:
-        seqs, rep, ctl = plant_trials(val_ids, d, K, trials, key_ids, seed)
+        n = trials(d) if callable(trials) else trials
+        planted, control, rep = plant_trials(val_ids, d, K, n, key_ids, seed)
         if set_length:
-            set_length(seqs.shape[1] - 1)
-        loss, hit = tiny_lm.token_losses(model, seqs, max(1, batch_tokens // seqs.shape[1]), hits=True)  # (n, W)
-        # characters 2..K of a key starting at s are targets of positions s .. s + K - 2
-        rep_loss, ctl_loss = loss[:, rep:rep + K - 1].mean(1), loss[:, ctl:ctl + K - 1].mean(1)  # (n,)
-        gain = ctl_loss - rep_loss
-        lo, hi = bootstrap_ci(gain, seed=seed + d)
-        exact = hit[:, rep:rep + K - 1].all(1).float()
-        e_lo, e_hi = bootstrap_ci(exact, seed=seed + d + 1)
-        out.append({"distance": d, "gain": gain.mean().item(), "gain_lo": lo, "gain_hi": hi,
-                    "loss_repeat": rep_loss.mean().item(), "loss_control": ctl_loss.mean().item(),
-                    "exact": exact.mean().item(), "exact_lo": e_lo, "exact_hi": e_hi,
-                    "exact_control": hit[:, ctl:ctl + K - 1].all(1).float().mean().item()})
+            set_length(planted.shape[1] - 1)
+        bs = max(1, batch_tokens // planted.shape[1])
+        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
+        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
+        key = slice(rep, rep + K - 1)
+        gain = c_loss[:, key].mean(1) - loss[:, key].mean(1)                  # (n,)
+        exact, per_char = hit[:, key].all(1).float(), hit[:, key].float().mean(1)  # (n,) each
+        row = {"distance": d, "trials": n}
+        for name, x, k in (("exact", exact, 1), ("per_char", per_char, 2), ("gain", gain, 3)):
+            lo, hi = bootstrap_ci(x, seed=seed + d + k)
+            row.update({name: x.mean().item(), f"{name}_lo": lo, f"{name}_hi": hi})
+        row.update({"loss_repeat": loss[:, key].mean().item(), "loss_control": c_loss[:, key].mean().item(),
+                    "per_char_control": c_hit[:, key].float().mean().item()})
+        out.append(row)
     return out
+
+
+def passkey_probe(val_ids, key_ids, d_max: int = 200, K: int = 10, trials: int = 32, seed: int = 1):
+    """A probe for train_compare.train(): the passkey at d = 32, 128 and d_max (those below
+    d_max), with its own seed so the probe's windows are not the reported test's.
+    Returns model -> {"d<d>": [per-character accuracy, exact match]}."""
+    ds = sorted({d for d in (32, 128) if d < d_max} | {d_max})
+
+    def probe(model):
+        rows = retrieval(model, val_ids, ds, K, trials, key_ids, seed, batch_tokens=16384)
+        return {f"d{r['distance']}": [round(r["per_char"], 4), round(r["exact"], 4)] for r in rows}
+    return probe
 
 
 # ----------------------------------------------------------------------------- command line
@@ -149,12 +178,27 @@ def parse_args(argv=None):
     p.add_argument("--distances", default=None, help="distances d between the key and its repeat, increasing "
                                                      "(default 32,64,128,200,512,1024,2048,3900; 24,48,96 with "
                                                      "--quick)")
-    p.add_argument("--key-len", type=int, default=10, help="letters per key K (default 10)")
-    p.add_argument("--trials", type=int, default=None, help="planted windows per distance (default 32; 4 with "
-                                                            "--quick)")
-    p.add_argument("--scalings", default="linear,ntk,ntk(4s),ntk(16s),yarn,llama3",
-                   help="training-free scalings applied to rope (context use) and rope_copy (retrieval), one "
-                        "row each; dynamic is left out by default because a whole window equals ntk")
+    p.add_argument("--key-len", type=int, default=10, help="distinct letters per key K (default 10; at most half "
+                                                           "the alphabet, since the control's fresh key shares none)")
+    p.add_argument("--key-alphabet", choices=sorted(KEY_ALPHABETS), default=COPY_RECIPE.alphabet,
+                   help="the letters keys are drawn from (default %(default)s: the copy family's training keys; "
+                        "every text model saw them all in the plays)")
+    p.add_argument("--trials", type=int, default=None, help="planted windows per distance for the text models, and "
+                                                            "for the copy family beyond d = 512 (default 32; 4 "
+                                                            "with --quick)")
+    p.add_argument("--copy-trials", type=int, default=None,
+                   help=f"planted windows per distance for the copy family at d <= {COPY_TRIALS_UPTO}, where "
+                        f"windows are short (default 128: an exact match of 50%% then has an interval of about "
+                        f"+-9 points, against +-17 with 32; 8 with --quick)")
+    p.add_argument("--scalings", default="linear,ntk,ntk(4s),ntk(16s),yarn,llama3,longrope",
+                   help="training-free scalings applied to rope for context use, one row each, the factor set "
+                        "from the whole window; dynamic is left out by default because a whole window equals ntk")
+    p.add_argument("--fixed-scalings", default="linear@16,ntk@16,yarn@16,llama3@16,longrope@16",
+                   help="more context-use rows of rope, each at one fixed factor at every c (<scaling>@<factor>): "
+                        "they separate the use of context from the change of scaling that the rows of "
+                        "--scalings make as c grows ('' for none)")
+    p.add_argument("--retrieval-scalings", default="linear,ntk,yarn,llama3,longrope",
+                   help="training-free scalings applied to rope_copy for retrieval, one row each")
     p.add_argument("--seed", type=int, default=0, help="seed for keys, windows and the bootstrap")
     add_common_flags(p)
     return p.parse_args(argv)
@@ -169,30 +213,48 @@ def settings(args) -> dict:
          "distances": int_list(args.distances or ("24,48,96" if q else "32,64,128,200,512,1024,2048,3900"),
                                "--distances"),
          "T": args.target_len or (32 if q else 256), "spans": args.spans or (4 if q else 32),
-         "trials": args.trials or (4 if q else 32), "K": args.key_len,
+         "trials": args.trials or (4 if q else 32), "copy_trials": args.copy_trials or (8 if q else 128),
+         "K": args.key_len, "alphabet": KEY_ALPHABETS[args.key_alphabet],
          "short": args.short if args.short is not None else (16 if q else 192),
-         "scalings": check_scalings(args.scalings)}
+         "scalings": check_scalings(args.scalings), "fixed_scalings": check_scalings(args.fixed_scalings),
+         "retrieval_scalings": check_scalings(args.retrieval_scalings)}
     if s["short"] not in s["contexts"][:-1]:
         fail(f"--short must be one of the --contexts below the longest, got {s['short']} (contexts {s['contexts']})")
-    if min(s["T"], s["spans"], s["trials"]) < 1 or s["K"] < 2:
-        fail(f"--target-len, --spans and --trials must be positive and --key-len at least 2, "
-             f"got {s['T']}, {s['spans']}, {s['trials']}, {s['K']}")
-    if s["distances"][0] < 2 * s["K"] + CONTROL_GAP:
-        fail(f"the shortest distance must leave room for the control key: at least 2 x key length + "
-             f"{CONTROL_GAP} = {2 * s['K'] + CONTROL_GAP}, got {s['distances'][0]}")
+    if min(s["T"], s["spans"], s["trials"], s["copy_trials"]) < 1 or s["K"] < 2:
+        fail(f"--target-len, --spans, --trials and --copy-trials must be positive and --key-len at least 2, "
+             f"got {s['T']}, {s['spans']}, {s['trials']}, {s['copy_trials']}, {s['K']}")
+    if 2 * s["K"] > len(s["alphabet"]):
+        fail(f"--key-len {s['K']} needs 2 x {s['K']} distinct letters (the key and the control's fresh key), "
+             f"but --key-alphabet {args.key_alphabet} has {len(s['alphabet'])}; use --key-len "
+             f"{len(s['alphabet']) // 2} or less")
+    if s["distances"][0] < s["K"]:
+        fail(f"the repeat must start after the key ends: the shortest distance must be at least --key-len "
+             f"{s['K']}, got {s['distances'][0]}")
     return s
 
 
-def make_jobs(names, scalings, only) -> list:
+# An evaluation-time switch: the row "<checkpoint> (no temp)" is the checkpoint with Llama 4's
+# attention-temperature tuning off (trained with it on: variants.py, irope).
+NO_TEMP = " (no temp)"
+
+
+def make_jobs(names, s, only) -> list:
     """(row, checkpoint name, scaling or None, measures) in table order: text models get both
-    measures, the copy family retrieval only; scaled rows: rope (context use), rope_copy (retrieval)."""
+    measures, the copy family retrieval only; scaled rows: rope (context use, factor from the
+    window and fixed), rope_copy (retrieval); a model trained with the temperature tuning also
+    gets a row with it switched off."""
     jobs = []
     for n in names:
-        jobs.append((n, n, None, {"retrieval"} if is_copy(n) else {"context", "retrieval"}))
-        if n in ("rope", "rope_copy"):
-            jobs += [(f"{n}+{s}", n, s, {"retrieval"} if n == "rope_copy" else {"context"}) for s in scalings]
+        measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
+        jobs.append((n, n, None, measures))
+        if VARIANTS.get(n, {}).get("attn_temperature_tuning"):
+            jobs.append((n + NO_TEMP, n, None, measures))
+        if n == "rope":
+            jobs += [(f"rope+{x}", n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
+        if n == "rope_copy":
+            jobs += [(f"rope_copy+{x}", n, x, {"retrieval"}) for x in s["retrieval_scalings"]]
     if only:
-        jobs = [(r, n, s, m & {only}) for r, n, s, m in jobs]
+        jobs = [(r, n, x, m & {only}) for r, n, x, m in jobs]
     return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))
 
 
@@ -201,6 +263,8 @@ def measure_row(job, data, s, args, make, out) -> None:
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
     model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
+    if row.endswith(NO_TEMP):
+        model.cfg.attn_temperature_tuning = False  # read on every forward (tiny_lm.GPTConfig)
     L_train = train_len_of(ck)
     out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
     set_length = length_setter(model, scaling, L_train)
@@ -209,10 +273,12 @@ def measure_row(job, data, s, args, make, out) -> None:
         out["context"].append(summarize_context(row, per_span, s["contexts"], s["short"], args.seed))
         out["per_span"][row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
     if "retrieval" in measures:
-        for r in retrieval(model, val_ids, s["distances"], s["K"], s["trials"], key_ids, args.seed, args.batch_tokens,
+        copy = is_copy(name)
+        trials = (lambda d: s["copy_trials"] if d <= COPY_TRIALS_UPTO else s["trials"]) if copy else s["trials"]
+        for r in retrieval(model, val_ids, s["distances"], s["K"], trials, key_ids, args.seed, args.batch_tokens,
                            set_length):
-            out["retrieval"].append({"variant": row, "family": "copy" if is_copy(name) else "text",
-                                     "train_len": L_train, **r})
+            out["retrieval"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
+                                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}})
 
 
 def main(argv=None) -> int:
@@ -228,18 +294,19 @@ def main(argv=None) -> int:
         fail(f"the validation text has {val_ids.numel():,} characters, too few for a context of {cs[-1]} "
              f"plus {T} targets or a distance of {ds[-1]}; use smaller --contexts / --distances")
     try:
-        key_ids = key_ids_of(vocab) if args.only != "context" else None
+        key_ids = key_ids_of(vocab, args.key_alphabet) if args.only != "context" else None
     except tiny_lm.CorpusError as e:
         fail(f"{e}; or use --only context")
     data = (device, val_ids, vocab, fingerprint, key_ids, max(cs[-1] + T, KEY_AT + ds[-1] + K))
     out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "train_lens": set()}
     t0, row_seconds = time.perf_counter(), {}
-    for job in tqdm(make_jobs(names, s["scalings"], args.only), desc="checkpoints", file=sys.stderr):
+    for job in tqdm(make_jobs(names, s, args.only), desc="checkpoints", file=sys.stderr):
         t_row = time.perf_counter()
         measure_row(job, data, s, args, make, out)
         row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
     meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
-            "key_len": K, "trials": s["trials"], "seed": args.seed, "checkpoints": str(ckpt_dir),
+            "key_len": K, "key_alphabet": s["alphabet"], "trials": s["trials"], "copy_trials": s["copy_trials"],
+            "copy_trials_upto": COPY_TRIALS_UPTO, "seed": args.seed, "checkpoints": str(ckpt_dir),
             "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
             "peak_rss_gib": round(peak_rss_gib(), 3), "train_len": min(out["train_lens"]), "torch": torch.__version__}
     written = save(results, meta, out)
@@ -252,7 +319,7 @@ def main(argv=None) -> int:
 
 # The settings two runs must share for their rows to stand in one table.
 SAME = {"context_use": ("contexts", "target_len", "spans", "short", "seed"),
-        "retrieval": ("distances", "key_len", "trials", "seed")}
+        "retrieval": ("distances", "key_len", "key_alphabet", "trials", "copy_trials", "seed")}
 
 
 def save(results: Path, meta: dict, out: dict) -> list:
@@ -293,7 +360,12 @@ def redraw(results: Path, which=("context_use", "retrieval")) -> int:
         fail(f"no {results}/context_use.json or retrieval.json to redraw from; run python long_context_test.py first")
     for name in found:
         data = read_json(results / f"{name}.json")
-        csv_rows, table = (context_tables if name == "context_use" else retrieval_tables)(data["rows"], data["meta"])
+        if name == "context_use":
+            csv_rows, table = context_tables(data["rows"], data["meta"])
+        else:
+            ex = read_json(results / "extrapolation.json").get("rows", [])
+            ppl = {r["variant"]: r.get(f"ppl_{r.get('train_len', data['meta']['train_len'])}") for r in ex}
+            csv_rows, table = retrieval_tables(data["rows"], data["meta"], {k: v for k, v in ppl.items() if v})
         tiny_lm.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
         tiny_lm.atomic_write_text(results / f"{name}.md", table)
         getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
@@ -320,28 +392,56 @@ def context_tables(rows, meta):
     return rows, "\n".join(lines) + "\n"
 
 
-def retrieval_tables(rows, meta):
-    """(CSV rows: one per variant, gain and exact match per distance; markdown) of the retrieval table."""
-    ds = meta["distances"]
-    wide = {}
+RETRIEVAL_MEASURES = (("exact", "Exact match, % [95% interval]", 100, "{:.0f}%"),
+                      ("per_char", "Per-character accuracy, %", 100, "{:.0f}%"),
+                      ("gain", "Copy gain, nats/char [95% interval]", 1, "{:+.2f}"))
+
+
+def retrieval_tables(rows, meta, ppl=None):
+    """(CSV rows: one per variant, exact match, per-character accuracy and gain per distance;
+    markdown: one table per measure) of the retrieval table. ppl: {variant: text perplexity at
+    the training length} from extrapolation.json, shown beside the exact match (the copy family
+    must still model text)."""
+    ppl, ds, by = ppl or {}, meta["distances"], {}
     for r in rows:
-        w = wide.setdefault(r["variant"], {"variant": r["variant"], "family": r["family"]})
-        w[f"gain_{r['distance']}"] = round(r["gain"], 4)
-    for r in rows:
-        wide[r["variant"]][f"exact_{r['distance']}"] = round(r["exact"], 4)
-    head = ["variant", "trained on"] + [f"d={d}" for d in ds]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    by = {}
-    for r in rows:
-        by.setdefault(r["variant"], []).append(r)
-    for name, rs in by.items():
-        cells = [f"{r['gain']:+.2f} [{r['gain_lo']:+.2f}, {r['gain_hi']:+.2f}] / {100 * r['exact']:.0f}%" for r in rs]
-        lines.append("| " + " | ".join([name, "copy mixture" if rs[0]["family"] == "copy" else "text"] + cells) + " |")
-    lines += ["", f"Each cell: copy gain in nats/char over characters 2..{meta['key_len']} of a repeated random key "
-              f"(control-key loss minus repeat loss) [95% bootstrap interval] / greedy exact match of those characters; "
-              f"{meta['trials']} planted windows per distance d. Windows are {KEY_AT} + d + {meta['key_len']} "
-              f"characters long."]
-    return list(wide.values()), "\n".join(lines) + "\n"
+        by.setdefault(r["variant"], {"family": r["family"], "train_len": r["train_len"], "at": {}})["at"][r["distance"]] = r
+    wide = [{"variant": n, "family": v["family"], "train_len": v["train_len"],
+             **{f"{m}_{d}": v["at"][d].get(m) for m, *_ in RETRIEVAL_MEASURES for d in ds if d in v["at"]}}
+            for n, v in by.items()]
+    lines = []
+    for m, title, scale, fmt in RETRIEVAL_MEASURES:
+        with_ppl = m == "exact" and bool(ppl)
+        head = ["variant", "trained on"] + (["text ppl"] if with_ppl else []) + [f"d={d}" for d in ds]
+        lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for n, v in by.items():
+            cells = []
+            for d in ds:
+                r = v["at"].get(d)
+                if r is None or r.get(m) is None:
+                    cells.append("-")
+                    continue
+                cell = fmt.format(scale * r[m])
+                if m != "per_char":  # intervals for two of the three; all three are in the CSV and JSON
+                    lo, hi = (fmt.format(scale * r[f"{m}_{e}"]).rstrip("%") for e in ("lo", "hi"))
+                    cell += f" [{lo}, {hi}]"
+                cells.append(cell)
+            trained = f"{'copy curriculum' if v['family'] == 'copy' else 'text'}, {v['train_len']}"
+            p = ppl.get(n.split("+")[0].replace(NO_TEMP, ""))
+            lines.append("| " + " | ".join([n, trained] + ([f"{p:.2f}" if p else "-"] if with_ppl else []) + cells)
+                         + " |")
+        lines.append("")
+    K, alphabet = meta["key_len"], meta.get("key_alphabet", "")
+    lines += [f"A key of {K} distinct letters (from {alphabet!r}) at position {KEY_AT} of a window of validation "
+              f"text and again d characters later; scored on characters 2..{K} of the repeat. Exact match: all "
+              f"{K - 1} are the model's most likely next character (= greedy decoding). Copy gain: their loss in the "
+              f"paired control window (the first copy replaced by {K} other letters, nothing else changed) minus "
+              f"their loss in the planted window. {meta['trials']} windows per distance for text models, "
+              f"{meta.get('copy_trials', meta['trials'])} for the copy family up to d = "
+              f"{meta.get('copy_trials_upto', 0)}; intervals: bootstrap over windows. 'trained on': the data and "
+              f"the training length." + (" text ppl: the model's perplexity per character on held-out text at its "
+                                         "training length (results/extrapolation.csv; a scaled row shows its "
+                                         "unscaled model's)." if ppl else "")]
+    return wide, "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

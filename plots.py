@@ -29,6 +29,7 @@ Every function here calls it before it saves; the scripts call these functions.
     copy_calibration(path, curves)              results/copy_calibration.json
 """
 import math
+import textwrap
 import zlib
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
@@ -40,12 +41,12 @@ COLOURS = {
     "none": "#222222", "learned": "#ff7f0e", "sin": "#2ca02c", "rope": "#1f77b4", "alibi": "#d62728",
     # training-free RoPE scalings
     "linear": "#e377c2", "ntk": "#17becf", "ntk(4s)": "#0b6e79", "ntk(16s)": "#74c476", "dynamic": "#bcbd22",
-    "yarn": "#9467bd", "llama3": "#e6ab02",
+    "yarn": "#9467bd", "llama3": "#e6ab02", "longrope": "#a6761d",
     # RoPE fine-tuned at 4x its length
     "rope_ft": "#8c564b",
     # RoPE options
     "rope_theta10": "#393b79", "rope_theta1e6": "#637939", "rope_partial25": "#d6616b",
-    "rope_p75": "#7b4173", "irope": "#3b9c9c",
+    "rope_p75": "#7b4173", "irope": "#3b9c9c", "irope_global": "#9edae5", "gemma_hybrid": "#c49c94",
 }
 # names this table does not know get one of these by a hash of the name, so a new variant still
 # draws; check_distinct catches the rare clash (then add the name to COLOURS).
@@ -53,7 +54,9 @@ SPARE = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6
 DASHES = {
     "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
     "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),
-    "llama3": (0, (3, 1, 1, 1)), "clamped": (0, (1, 3)),
+    "llama3": (0, (3, 1, 1, 1)), "longrope": (0, (8, 1.5, 1, 1.5)),
+    # evaluation switches: the learned table clamped at its last row; irope with its temperature off
+    "clamped": (0, (1, 3)), "no temp": (0, (2, 3)),
 }
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
@@ -64,11 +67,14 @@ EXEMPT = ("ref", "seed")  # gids check_distinct skips
 
 def parse(name: str) -> dict:
     """Split a row name into what the rule reads: "rope_copy_ft_yarn" -> base rope, scaling yarn,
-    fine-tuned, copy; "rope+ntk(4s)" -> base rope, scaling ntk(4s); "rope [seed1]" -> seed."""
+    fine-tuned, copy; "rope+ntk(4s)" -> base rope, scaling ntk(4s); "rope+yarn@16" -> scaling
+    yarn at a fixed factor; "rope [seed1]" -> seed; "learned (clamped)", "irope_copy (no temp)"
+    -> an evaluation switch (clamped, no temp)."""
     seed = " [" in name
     base, _, scaling = name.split(" [")[0].partition("+")
-    clamped = base.endswith(" (clamped)")
-    base = base.replace(" (clamped)", "")
+    switch = ""
+    if base.endswith(")") and " (" in base:
+        base, _, switch = base[:-1].partition(" (")
     copy = "_copy" in base
     base = base.replace("_copy", "")
     finetuned = "_ft" in base
@@ -76,7 +82,7 @@ def parse(name: str) -> dict:
         base, _, kind = base.partition("_ft")
         scaling = kind.lstrip("_").replace("none", "")
     return {"base": base, "scaling": scaling, "finetuned": finetuned, "copy": copy,
-            "clamped": clamped, "seed": seed}
+            "clamped": switch == "clamped", "switch": switch, "fixed": "@" in scaling, "seed": seed}
 
 
 def style(name: str) -> dict:
@@ -84,13 +90,14 @@ def style(name: str) -> dict:
     p = parse(name)
     if p["seed"]:
         return dict(SEED_STYLE)
+    scaling = p["scaling"].split("@")[0]  # a fixed-factor row is drawn like its scaling, in its own panel
     if p["finetuned"]:
         color = COLOURS.get(p["base"] + "_ft") or _colour(p["base"])
-    elif p["scaling"]:
-        color = _colour(p["scaling"])
+    elif scaling:
+        color = _colour(scaling)
     else:
         color = _colour(p["base"])
-    ls = DASHES["clamped"] if p["clamped"] else DASHES.get(p["scaling"], "-")
+    ls = DASHES[p["switch"]] if p["switch"] else DASHES.get(scaling, "-")
     return {"color": color, "ls": ls, "marker": MARKERS[(p["finetuned"], p["copy"])]}
 
 
@@ -222,17 +229,23 @@ def _mark_off_axes(ax) -> None:
                             color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
 
 
+HYBRIDS = ("irope", "gemma_hybrid", "irope_global")  # layouts that mix layer kinds (variants.py)
+
+
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
-    finetune, copy (trained on the copy mixture), option (every other base variant)."""
+    fixed (the same at a fixed factor), finetune, hybrid (mixed layer layouts), option (every
+    other base variant); a row trained on the copy curriculum gets "copy_" before its group."""
     p = parse(name)
-    if p["copy"]:
-        return "copy"
     if p["finetuned"]:
-        return "finetune"
-    if p["scaling"]:
-        return "scaled"
-    return "five" if p["base"] in SCHEMES else "option"
+        group = "finetune"
+    elif p["scaling"]:
+        group = "fixed" if p["fixed"] else "scaled"
+    elif p["base"] in HYBRIDS:
+        group = "hybrid"
+    else:
+        group = "five" if p["base"] in SCHEMES else "option"
+    return ("copy_" if p["copy"] else "") + group
 
 
 def _panels(names, spec) -> list:
@@ -382,7 +395,7 @@ def train_curves(path, logs, finetunes) -> None:
     fine-tunes, on their own axis since they run a tenth of the steps. logs: {variant: {"step",
     "train_loss", "val_loss"}}; finetunes: the names that are fine-tunes."""
     plt = _plt()
-    names = list(logs)
+    names = [n for n in logs if not parse(n)["copy"]]  # the copy family: copy_curves
     fts = [n for n in names if n in finetunes]
     five = [n for n in names if n in SCHEMES]
     groups = [("(a) the five schemes", five),
@@ -407,14 +420,45 @@ def train_curves(path, logs, finetunes) -> None:
     _save(fig, path)
 
 
+def copy_curves(path, logs) -> None:
+    """The copy family's base models in training (fine-tunes: the tables): (a) validation loss on text, (b) per-character accuracy and
+    (c) exact match of the passkey probe (train_compare: letter keys at d = 32 and 128, 32
+    windows each; the last distance probed is drawn), against step. logs: train_log.json's,
+    whose copy-trained entries carry "probe"."""
+    plt = _plt()
+    names = [n for n in logs if parse(n)["copy"] and not parse(n)["finetuned"] and logs[n].get("probe")]
+    d = sorted(logs[names[0]]["probe"][-1], key=lambda k: int(k[1:]))[-1]  # e.g. "d128"
+    panels = [("(a) validation loss on text (nats/char)", None),
+              (f"(b) passkey at d = {d[1:]}: per-character accuracy", 0),
+              (f"(c) passkey at d = {d[1:]}: exact match", 1)]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    for ax, (title, k) in zip(axes, panels):
+        for n in names[:MAX_LINES]:
+            h = logs[n]
+            ys = h["val_loss"] if k is None else [p[d][k] for p in h["probe"]]
+            _line(ax, h["step"], ys, n, ms=2.5, lw=1.4)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        if k is not None:
+            ax.set_ylim(-0.03, 1.03)
+    lowest = min(min(logs[n]["val_loss"]) for n in names)
+    axes[0].set_ylim(top=min(axes[0].get_ylim()[1], max(3.5, lowest + 1.0)))
+    axes[0].legend(fontsize=8)
+    fig.suptitle("The copy family in training: text and copying (probe windows are not the retrieval table's)")
+    fig.tight_layout()
+    _save(fig, path)
+
+
 # ----------------------------------------------------------------------------- long context
 
 FT_MULT = 4  # fine-tunes train on windows this many times longer (variants.FINETUNES, seq_len_mult)
 CONTEXT_PANELS = [("the five schemes", "five", ()),
-                  ("RoPE + a training-free scaling", "scaled", ("rope",)),
+                  ("RoPE + a training-free scaling, factor from the window", "scaled", ("rope",)),
+                  ("RoPE + a training-free scaling at a fixed factor", "fixed", ("rope",)),
                   ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
                   ("RoPE options", "option", ("rope",)),
-                  ("trained on the copy mixture", "copy", ())]
+                  ("hybrid layer layouts", "hybrid", ("rope",))]
 
 
 def context_use(path, rows, meta) -> None:
@@ -449,51 +493,49 @@ def context_use(path, rows, meta) -> None:
     _save(fig, path)
 
 
-RETRIEVAL_PANELS = [("the five schemes, text-trained", "five", ()),
-                    ("RoPE + a training-free scaling", "scaled", ("rope",)),
-                    ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
-                    ("trained on the copy mixture, with training-free scalings", "copy", ()),
-                    ("RoPE options", "option", ("rope",))]
-
-
-def _retrieval_panel(ax, by, names, key, ylabel) -> None:
-    """One panel: key (gain or exact) against distance for names, a marker at each training length."""
-    for n in names:
-        rs = by[n]
-        _line(ax, [r["distance"] for r in rs], [r[key] for r in rs], n, ms=3.5, lw=1.5)
-    for L in sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")}):
-        _ref(ax, "x", L, f"training length {L}")
-    _log2_x(ax, [r["distance"] for r in by[names[0]]])
-    ax.set_xlabel("distance d between the key and its repeat (characters)")
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower left")
+RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
+                    ("RoPE and its extensions, copy-trained: training-free", "copy_scaled", ("rope_copy",)),
+                    ("RoPE and ALiBi fine-tuned at 4x, copy-trained", "copy_finetune", ("rope_copy", "alibi_copy")),
+                    ("hybrid layer layouts, copy-trained", "copy_hybrid", ("rope_copy",)),
+                    ("text-trained: the five schemes", "five", ()),
+                    ("text-trained: RoPE options", "option", ()),
+                    ("text-trained: fine-tunes", "finetune", ()),
+                    ("text-trained: hybrid layer layouts", "hybrid", ())]
 
 
 def retrieval(path, rows, meta) -> None:
-    """Copy gain (and greedy exact match, unless it is zero everywhere) against distance, one panel
-    per group of rows. rows: the long format of retrieval.json, one row per variant and distance."""
+    """Exact match against distance (log x), one panel per group of rows, at most MAX_LINES lines
+    each, the training and fine-tune lengths marked. A text-trained group whose exact match is
+    zero at every distance gets no panel, only a line under the figure.
+    rows: the long format of retrieval.json, one row per variant and distance."""
     plt = _plt()
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
     panels = _panels(list(by), RETRIEVAL_PANELS)
-    exact = any(r["exact"] > 0 for r in rows)
-    keys = [("gain", "copy gain (nats/char): control - repeat")] + \
-           ([("exact", "greedy exact match of characters 2..K")] if exact else [])
-    fig, axes = _grid(plt, len(panels) * len(keys), sharex=True)
-    pairs = [(p, k) for p in panels for k in keys]
-    for ax, ((title, _, names), (key, ylabel)) in zip(axes, pairs):
-        _retrieval_panel(ax, by, names, key, ylabel)
-        if key == "gain":
-            _ref(ax, "y", 0, color="black", ls="-", lw=0.8)
-        else:
-            ax.set_ylim(-0.05, 1.05)  # the full scale: a model that copies reaches 1
-        ax.set_title(title, fontsize=10)
-    note = "" if exact else ("\nGreedy exact match of characters 2..K is 0 for every model at every "
-                             "distance, so it is not drawn.")
-    fig.suptitle(f"Retrieval at distance: does the repeat of a {meta.get('key_len', 'K')}-character key "
-                 f"get cheaper? (> 0: yes){note}", fontsize=11)
+    zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
+    panels = [p for p in panels if p not in zero] or panels[:1]
+    fig, axes = _grid(plt, len(panels), sharey=True)
+    for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
+        for n in names:
+            rs = by[n]
+            _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5)
+        lens = sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")})
+        for L in lens:
+            _ref(ax, "x", L, f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
+        _log2_x(ax, [r["distance"] for r in by[names[0]]])
+        ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
+        ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
+        ax.set_xlabel("distance d between the key and its repeat (characters)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in axes[::2]:
+        ax.set_ylabel(f"exact match of characters 2..{meta.get('key_len', 'K')}")
+    skipped = sorted({n for p in zero for n in p[2]}, key=list(by).index)
+    note = "".join("\n" + line for line in textwrap.wrap(
+        f"Exact match 0 at every distance, not drawn: {', '.join(skipped)}", 150)) if skipped else ""
+    fig.suptitle(f"Retrieval: is the repeat of a {meta.get('key_len', 'K')}-letter key copied from d characters "
+                 f"back? (greedy exact match){note}", fontsize=11)
     fig.tight_layout()
     _save(fig, path)
 

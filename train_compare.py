@@ -33,17 +33,33 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 import copy_mixture
+import long_context_test
 import tiny_lm
 from eval_common import LOG_KEYS, csv_text, read_logs
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from train_state import (Interrupted, RunConfig, StateError, StopRequest, continue_command, distributed_env, load_state,
                          restore, save_state, shard, state_identity)
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL, QUICK_TRAIN, VARIANTS,
-                      TrainConfig, build_variant, is_copy, lr_at, make_optimizer, recipe_changes, run_dirs)
+from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
+                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, is_copy, lr_at, make_optimizer, recipe_changes,
+                      run_dirs)
 
 
 
 # ----------------------------------------------------------------------------- the recipe's pieces
+
+def copy_batches(name: str, tc: TrainConfig, train_ids, vocab: str):
+    """None for a text variant (train() draws random windows); for the copy family, the
+    curriculum of copy_mixture.COPY_RECIPE over tc.steps. A fine-tune of a copy model continues
+    the second phase only (no warm-up), with gaps between copies up to its own, longer length."""
+    if not is_copy(name):
+        return None
+    recipe = copy_mixture.COPY_RECIPE
+    if name not in COPY_OF:
+        recipe = replace(recipe, warm_frac=0.0, max_gap=tc.seq_len)
+    return copy_mixture.curriculum_windows(random_windows(train_ids, tc.seq_len, tc.batch_size), tc.batch_size,
+                                           tc.seq_len, copy_mixture.key_ids_of(vocab, recipe.alphabet), tc.seed,
+                                           tc.steps, recipe)
+
 
 def random_windows(ids: torch.Tensor, T: int, B: int):
     """The default batches for train(): B windows of T tokens at random starts in ids, each
@@ -175,7 +191,10 @@ def resolved(args) -> dict:
     out = Path(args.out or ckpt_dir)
     results = Path(args.results) if args.results else (
         out / "results" if args.quick or args.preset == "preview" else results_dir)
-    return {"model": model, "train": replace(TrainConfig(), seed=args.seed, **train_kw),
+    train = replace(TrainConfig(), seed=args.seed, **train_kw)
+    # the copy family's longer schedule, unless a smoke run, a preset or --steps sets the steps
+    copy_train = train if (args.quick or args.preset or args.steps) else replace(train, steps=COPY_STEPS)
+    return {"model": model, "train": train, "copy_train": copy_train,
             "amp": args.amp or preset.get("amp", "off"),
             "fused": args.fused if args.fused is not None else preset.get("fused", False),
             "out": out, "results": results}
@@ -370,10 +389,11 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     model_kw = {"vocab_size": len(vocab), "n_layer": GPTConfig.n_layer, "n_head": GPTConfig.n_head,
                 "n_embd": GPTConfig.n_embd, **settings["model"]}
     try:
-        model, tc, parent_step = build_variant(name, model_kw, settings["train"], args.seed, out)
-        batches = None if not is_copy(name) else copy_mixture.copy_windows(
-            random_windows(train_ids, tc.seq_len, tc.batch_size), tc.batch_size, tc.seq_len,
-            copy_mixture.key_ids_of(vocab), tc.seed)
+        base_tc = settings["copy_train" if name in COPY_OF else "train"]
+        model, tc, parent_step = build_variant(name, model_kw, base_tc, args.seed, out)
+        batches = copy_batches(name, tc, train_ids, vocab)
+        probe = None if batches is None else long_context_test.passkey_probe(
+            val_ids, copy_mixture.key_ids_of(vocab, copy_mixture.COPY_RECIPE.alphabet), min(200, tc.seq_len // 2))
     except (CheckpointError, ValueError) as e:  # CorpusError is a ValueError
         return error(f"{name}: {e}")
     if tc.batch_size % world:
@@ -393,7 +413,8 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
                     state_path=state_path, save_every=args.save_every, identity=identity)
     t0 = time.perf_counter()
     try:
-        hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, run=run, resume=resume)
+        hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, run=run, resume=resume,
+                     probe=probe)
     except Interrupted as e:
         if rank == 0:
             print(f"interrupted: {name} stopped after step {e.step} of {tc.steps}; training state saved to "
@@ -423,6 +444,8 @@ def write_logs(out: Path, results: Path, names) -> None:
         if (out / f"{name}.pt").exists():
             h = torch.load(out / f"{name}.pt", map_location="cpu", weights_only=True)["losses"]
             logs[name] = {k: h[k] for k in LOG_KEYS}
+            if h.get("probe"):
+                logs[name]["probe"] = h["probe"]  # the copy family's passkey probe (plots.copy_curves)
     if not logs:
         return
     logs = {n: logs[n] for n in sorted(logs, key=lambda n: (ALL_NAMES + [n]).index(n))}  # registry order
@@ -437,8 +460,15 @@ def redraw(results: Path, say=print) -> int:
     rows = [{"variant": name, "step": s, "train_loss": round(tl, 4), "val_loss": round(vl, 4), "tokens_per_s": round(ts)}
             for name, h in logs.items() for s, tl, vl, ts in zip(*(h[k] for k in LOG_KEYS))]
     tiny_lm.atomic_write_text(results / "train_log.csv", csv_text(rows))
-    plots.train_curves(results / "train_curves.png", logs, set(FINETUNES))
-    say(f"wrote {results}/train_log.csv and train_curves.png")
+    drawn = ["train_log.csv"]
+    if any(not is_copy(n) for n in logs):
+        plots.train_curves(results / "train_curves.png", logs, set(FINETUNES))
+        drawn.append("train_curves.png")
+    if any(h.get("probe") for h in logs.values()):
+        plots.copy_curves(results / "copy_curves.png", logs)
+        drawn.append("copy_curves.png")
+    drawn = ", ".join(drawn)
+    say(f"wrote {results}/{drawn}")
     return 0
 
 

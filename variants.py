@@ -52,10 +52,12 @@ VARIANTS = {
     "gemma_hybrid": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4,
                      "global_rope_theta": 1e6, "global_rope_p": 0.25},
 }
-# The copy family: the same models trained on the copy mixture (copy_mixture.copy_windows), so
-# that retrieval at distance pays during training (docs/long_context.md).
+# The copy family: the same models trained on the copy curriculum (copy_mixture.curriculum_windows,
+# COPY_RECIPE) for COPY_STEPS steps instead of TrainConfig.steps, so that copying pays during
+# training (docs/long_context.md). A separate command: train_compare.py --variants copy.
 COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi", "irope", "gemma_hybrid")}
 VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
+COPY_STEPS = 2400  # same lr, warm-up and cosine shape as the main recipe, stretched over 2,400 steps
 
 
 # Fine-tunes continue a parent checkpoint at 4x its length for 10% of its steps (same tokens
@@ -77,8 +79,8 @@ DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear",
 # --variants accepts these names for the extra commands of the README.
 FAMILIES = {
     "theta": ["rope_theta10", "rope_theta1e6"],
-    "copy": ["none_copy", "learned_copy", "sin_copy", "rope_copy", "alibi_copy",
-             "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
+    "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy",
+             "gemma_hybrid_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
     "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
 }
 

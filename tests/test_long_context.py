@@ -11,8 +11,8 @@ from copy_mixture import copy_windows, key_ids_of
 from train_compare import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789"
-TEXT = 35  # ids below this are not digits: text made of them holds no key character
+VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+TEXT = 35  # ids below this are neither digits nor uppercase: text made of them holds no key character
 
 
 def tiny(pos="rope", **kw):
@@ -49,43 +49,78 @@ def test_scaled_rope_gets_the_factor_of_the_whole_window():
     assert seen == [32, 48, 80], f"set_length got {seen}, want context + targets"
 
 
-def test_plant_trials_layout():
+def test_plant_trials_control_differs_only_in_the_first_copy():
     ids = torch.randint(0, TEXT, (3000,))
-    key_ids = key_ids_of(VOCAB)
-    for d in (24, 100, 1000):
-        seqs, rep, ctl = LC.plant_trials(ids, d, 10, 6, key_ids, seed=3)
-        assert seqs.shape == (6, LC.KEY_AT + d + 10 + 1) and rep == LC.KEY_AT + d
-        assert ctl == rep - LC.CONTROL_GAP - 10 and ctl >= LC.KEY_AT + 10, "control overlaps the first key"
-        first, again, control = seqs[:, LC.KEY_AT:LC.KEY_AT + 10], seqs[:, rep:rep + 10], seqs[:, ctl:ctl + 10]
+    key_ids = key_ids_of(VOCAB, "upper")
+    for d in (10, 24, 100, 1000):
+        planted, control, rep = LC.plant_trials(ids, d, 10, 6, key_ids, seed=3)
+        assert planted.shape == control.shape == (6, LC.KEY_AT + d + 10 + 1) and rep == LC.KEY_AT + d
+        first, again = planted[:, LC.KEY_AT:LC.KEY_AT + 10], planted[:, rep:rep + 10]
         assert torch.equal(first, again), "the repeat is not the key"
-        assert bool(torch.isin(first, key_ids).all() and torch.isin(control, key_ids).all())
-        assert not torch.equal(first, control)
-        planted = torch.zeros(seqs.shape[1], dtype=torch.bool)
-        for a in (LC.KEY_AT, rep, ctl):
-            planted[a:a + 10] = True
-        assert bool((seqs[:, ~planted] < TEXT).all()), "text outside the keys was changed"
-    again_seqs, _, _ = LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)
-    assert torch.equal(again_seqs, LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)[0]), "not reproducible"
+        assert torch.equal(control[:, rep:rep + 10], again), "the control's repeat is not the same key"
+        fresh = control[:, LC.KEY_AT:LC.KEY_AT + 10]
+        assert bool(torch.isin(first, key_ids).all() and torch.isin(fresh, key_ids).all())
+        for k, f in zip(first, fresh):
+            assert k.unique().numel() == 10, f"a key repeats a letter: {k.tolist()}"
+            assert not bool(torch.isin(f, k).any()), "the fresh key shares a letter with the key"
+        differs = torch.nonzero((planted != control).any(0)).flatten()
+        assert differs.tolist() == list(range(LC.KEY_AT, LC.KEY_AT + 10)), \
+            f"control and planted windows differ at {differs.tolist()}, want only the first copy"
+        keys = torch.zeros(planted.shape[1], dtype=torch.bool)
+        keys[LC.KEY_AT:LC.KEY_AT + 10], keys[rep:rep + 10] = True, True
+        assert bool((planted[:, ~keys] < TEXT).all()), "text outside the keys was changed"
+    again = LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)
+    assert torch.equal(again[0], LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)[0]), "not reproducible"
 
 
 def test_retrieval_numbers_match_a_direct_computation():
     torch.manual_seed(2)
-    model, ids, key_ids = tiny("rope"), torch.randint(0, len(VOCAB), (2000,)), key_ids_of(VOCAB)
-    out = LC.retrieval(model, ids, [30, 90], 8, 5, key_ids, seed=0, batch_tokens=128)
+    model, ids, key_ids = tiny("rope"), torch.randint(0, len(VOCAB), (2000,)), key_ids_of(VOCAB, "upper")
+    out = LC.retrieval(model, ids, [10, 30, 90], 8, lambda d: 5 if d < 50 else 3, key_ids, seed=0, batch_tokens=128)
+    assert [r["trials"] for r in out] == [5, 5, 3], "trials per distance not taken from the function"
     for r in out:
-        seqs, rep, ctl = LC.plant_trials(ids, r["distance"], 8, 5, key_ids, seed=0)
-        rep_l, ctl_l, exact = [], [], []
-        for s in seqs:
-            loss = direct_loss(model, s)
+        planted, control, rep = LC.plant_trials(ids, r["distance"], 8, r["trials"], key_ids, seed=0)
+        gain, exact, per_char = [], [], []
+        for p, c in zip(planted, control):
             with torch.no_grad():
-                pred = model(s[None, :-1]).logits[0].argmax(-1)
-            rep_l.append(loss[rep:rep + 7].mean())
-            ctl_l.append(loss[ctl:ctl + 7].mean())
-            exact.append(float(torch.equal(pred[rep:rep + 7], s[rep + 1:rep + 8])))
-        gain = (torch.stack(ctl_l) - torch.stack(rep_l)).mean().item()
-        assert abs(r["gain"] - gain) < 1e-5, f"gain {r['gain']} vs {gain} at d={r['distance']}"
-        assert r["exact"] == pytest.approx(sum(exact) / 5)
-        assert r["gain_lo"] <= r["gain"] <= r["gain_hi"]
+                pred = model(p[None, :-1]).logits[0].argmax(-1)
+            gain.append(direct_loss(model, c)[rep:rep + 7].mean() - direct_loss(model, p)[rep:rep + 7].mean())
+            right = pred[rep:rep + 7] == p[rep + 1:rep + 8]  # characters 2..8 of the repeat
+            exact.append(float(right.all()))
+            per_char.append(right.float().mean().item())
+        g = torch.stack(gain).mean().item()
+        assert abs(r["gain"] - g) < 1e-5, f"gain {r['gain']} vs {g} at d={r['distance']}"
+        assert r["exact"] == pytest.approx(sum(exact) / len(exact))
+        assert r["per_char"] == pytest.approx(sum(per_char) / len(per_char), abs=1e-6)
+        for m in ("gain", "exact", "per_char"):
+            assert r[f"{m}_lo"] <= r[m] + 1e-9 and r[m] <= r[f"{m}_hi"] + 1e-9, (m, r)
+
+
+def test_retrieval_of_a_model_that_copies():
+    """A hand-built 'model' that predicts, at each position, the character that followed the
+    previous occurrence of the current character scores exact match 1 as planted and a gain > 0."""
+    class Copier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x):
+            B, T = x.shape
+            logits = torch.zeros(B, T, len(VOCAB))
+            for b in range(B):
+                last = {}
+                for t in range(T):
+                    c = int(x[b, t])
+                    if t > 0:
+                        last[int(x[b, t - 1])] = c
+                    logits[b, t, last.get(c, 0)] = 5.0
+            return tiny_lm.LMOutput(logits, None, None)
+
+    ids, key_ids = torch.randint(0, TEXT, (800,)), key_ids_of(VOCAB, "upper")
+    out = LC.retrieval(Copier(), ids, [20, 60], 6, 4, key_ids, seed=0, batch_tokens=256)
+    for r in out:
+        assert r["exact"] == 1.0 and r["per_char"] == 1.0, r
+        assert r["per_char_control"] < 0.5 and r["gain"] > 1.0, r
 
 
 def test_effective_context_and_bootstrap():
@@ -164,3 +199,48 @@ def test_clamped_learned_rows():
     ET.clamp_learned_rows(model, 64)
     w = model.learned.table.weight
     assert torch.equal(w[64:], w[63].expand_as(w[64:])) and not torch.equal(w[62], w[63])
+
+
+def test_curriculum_windows_phases():
+    """Warm-up: a text prefix, then one segment of distinct letters over and over to the end;
+    later: text with 2-3 copies of distinct-letter keys at gaps up to max_gap. Same step, same keys."""
+    from copy_mixture import CopyRecipe, curriculum_windows
+    ids = torch.randint(0, TEXT, (6000,))
+    key_ids, T, B = key_ids_of(VOCAB, "upper"), 256, 16
+    recipe = CopyRecipe()
+    batch = curriculum_windows(random_windows(ids, T, B), B, T, key_ids, seed=0, steps=30, recipe=recipe)
+    for step in (0, 9):  # warm-up: the first third of 30 steps
+        x, y = batch(step, torch.Generator().manual_seed(step))
+        assert torch.equal(x[:, 1:], y[:, :-1]), "targets are not the next tokens"
+        for w in torch.cat([x, y[:, -1:]], 1):
+            p = int(torch.nonzero(w >= TEXT).flatten()[0])
+            assert 1 <= p <= recipe.prefix and bool((w[:p] < TEXT).all()), "the prefix is not text"
+            seg = w[p:]
+            S = int(torch.nonzero(seg[1:] == seg[0]).flatten()[0]) + 1  # period of the repeated segment
+            assert recipe.segment_len[0] <= S <= recipe.segment_len[1] and seg[:S].unique().numel() == S
+            assert torch.equal(seg[S:], seg[:seg.numel() - S]), "the segment is not repeated back to back"
+    for step in (10, 29):
+        x, y = batch(step, torch.Generator().manual_seed(step))
+        w = torch.cat([x, y[:, -1:]], 1)
+        n_key = (w >= TEXT).sum(1)
+        assert bool((n_key > 0).all()), "a later window without a key"
+        assert bool((n_key <= recipe.n_keys * recipe.copies[1] * recipe.key_len[1]).all())
+        assert bool((n_key >= recipe.copies[0] * min(recipe.key_len)).all()), "fewer than two copies of a key"
+        again = batch(step, torch.Generator().manual_seed(step))[0]
+        assert torch.equal(x, again), "the same step must plant the same keys (resume)"
+
+
+def test_make_jobs_rows():
+    s = {"scalings": ["yarn"], "fixed_scalings": ["yarn@16"], "retrieval_scalings": ["linear"]}
+    jobs = {row: (name, scaling, m) for row, name, scaling, m in LC.make_jobs(["rope", "rope_copy", "irope_copy"], s, None)}
+    assert jobs["rope+yarn@16"] == ("rope", "yarn@16", {"context"})
+    assert jobs["rope_copy+linear"] == ("rope_copy", "linear", {"retrieval"})
+    assert jobs["irope_copy" + LC.NO_TEMP] == ("irope_copy", None, {"retrieval"}), "irope's temperature-off row"
+    assert "rope" + LC.NO_TEMP not in jobs
+
+
+def test_fixed_factor_scaling():
+    from eval_common import factor_label, scaling_at
+    assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
+    assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
+    assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"

@@ -92,16 +92,21 @@ def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
     assert len(set(colours)) == len(colours), f"each headline line has its own colour: {colours}"
 
 
-def test_retrieval_draws_no_all_zero_panel(tmp_path, checked):
-    rows = _json("retrieval.json")["rows"]
-    _draw("retrieval", tmp_path / "r.png")
+def test_retrieval_panels(tmp_path, checked):
+    """Exact match only, at most MAX_LINES lines a panel; a text-trained group that is 0 at every
+    distance is not drawn but named in the title; every copy-trained row is drawn."""
+    rows = [dict(r, exact=0.0) if r["family"] == "text" else dict(r, exact=0.5) for r in _json("retrieval.json")["rows"]]
+    rows += [dict(r, variant="rope_copy", family="copy", exact=0.9) for r in rows if r["variant"] == "rope"]
+    plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
     fig = checked[0]
     drawn = [ax for ax in fig.axes if ax.get_visible()]
-    exact_axes = [ax for ax in drawn if "exact" in ax.get_ylabel()]
-    if all(r["exact"] == 0 for r in rows):
-        assert not exact_axes and "is 0 for every model" in fig._suptitle.get_text()
-    else:
-        assert exact_axes
+    lines = {ln.get_label() for ax in drawn for ln in _data_lines(ax)}
+    copy = {r["variant"] for r in rows if r["family"] == "copy"}
+    assert copy <= lines, f"copy-trained rows not drawn: {copy - lines}"
+    assert not lines & {r["variant"] for r in rows if r["family"] == "text"}, "an all-zero text row was drawn"
+    assert "not drawn: none, learned" in fig._suptitle.get_text().replace("\n", " ")
+    assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in drawn)
+    assert all(ax.get_ylim() == (-0.03, 1.03) for ax in drawn), "exact match on its full 0-1 scale"
 
 
 def test_check_distinct_raises_on_lookalike_lines():

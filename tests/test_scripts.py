@@ -24,6 +24,10 @@ def quick_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("quick")
     r = run("train_compare.py", "--quick", "--out", str(d / "ck"), "--results", str(d / "train"))
     assert r.returncode == 0, r.stderr[-2000:]
+    # a piece of the copy family: the curriculum, a hybrid with the temperature, a fine-tune
+    rc = run("train_compare.py", "--quick", "--variants", "rope_copy,irope_copy,rope_copy_ft_yarn", "--out",
+             str(d / "ck"), "--results", str(d / "train"))
+    assert rc.returncode == 0, rc.stderr[-2000:]
     r2 = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(d / "res"))
     assert r2.returncode == 0, r2.stderr[-2000:]
     r3 = run("long_context_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--results", str(d / "res"))
@@ -197,6 +201,22 @@ def test_long_context_outputs(quick_run):
             assert -10 < float(r[f"gain_{dd}"]) < 10 and 0 <= float(r[f"exact_{dd}"]) <= 1, r
     for f in ("context_use.png", "retrieval.png", "context_use.md", "retrieval.md"):
         assert (res / f).stat().st_size > 200, f
+    assert {"rope+yarn@16", "rope+linear@16"} <= set(names), "the fixed-factor rows of context use"
+    assert {"rope_copy", "rope_copy+yarn", "irope_copy", "irope_copy (no temp)", "rope_copy_ft_yarn"} <= \
+        {r["variant"] for r in ret}, "the copy family's rows"
+    rmeta = json.loads((res / "retrieval.json").read_text())["meta"]
+    assert rmeta["key_alphabet"] == "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    for r in ret:
+        for dd in dists:
+            assert 0 <= float(r[f"per_char_{dd}"]) <= 1, r
+    rows = json.loads((res / "retrieval.json").read_text())["rows"]
+    want = {("copy", True): rmeta["copy_trials"], ("copy", False): rmeta["trials"], ("text", True): rmeta["trials"],
+            ("text", False): rmeta["trials"]}
+    for r in rows:
+        assert r["trials"] == want[(r["family"], r["distance"] <= rmeta["copy_trials_upto"])], r
+    ck = torch.load(d / "ck" / "rope_copy.pt", weights_only=True)
+    assert ck["losses"]["probe"] and all(0 <= v <= 1 for p in ck["losses"]["probe"] for pe in p.values() for v in pe), \
+        "the copy family's passkey probe is missing from its training history"
 
 
 def test_bad_input_long_context(quick_run, tmp_path):
