@@ -17,7 +17,7 @@ from tqdm import tqdm
 import pos_rope
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from variants import ALL_NAMES, DEFAULT_VARIANTS, VARIANTS, TrainConfig, order_of, run_dirs
+from variants import ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of, run_dirs
 
 HERE = Path(__file__).resolve().parent
 
@@ -80,12 +80,14 @@ def int_list(text: str, flag: str, increasing: bool = True) -> list:
 
 def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "found") -> list:
     """Variant names to evaluate: those of --variants (each must have a checkpoint), or else
-    every one found in ckpt_dir; default="main" also requires the main job's base schemes."""
+    every one found in ckpt_dir; default="main" also requires the main job's base schemes. A family
+    name of variants.FAMILIES (copy, current, theta) stands for its list."""
     if variants:
-        names = variants.split(",")
+        names = [m for n in variants.split(",") for m in FAMILIES.get(n, [n])]
         bad = [n for n in names if n not in ALL_NAMES]
         if bad:
-            fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)}")
+            fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)} and the families "
+                 f"{','.join(FAMILIES)}")
         required = names
     else:
         required = [n for n in DEFAULT_VARIANTS if n in VARIANTS] if default == "main" else []
@@ -265,14 +267,17 @@ GLANCE_ROWS = ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_
 def glance_table(results: Path) -> str:
     """The README's small table, computed from results/*.json by the rules stated under it:
     breaks = ppl@4096 / ppl@256 > 1.2; uses context beyond 200 characters = effective context
-    >= 448; retrieves at distance = exact match >= 50% at d = 512, read from the same scheme's
-    copy-trained model (<scheme>_copy) where one was measured, else "not measured"."""
+    >= 448; retrieves = exact match >= 50% at every d <= 200 (inside the training window) and
+    at d = 512 (beyond it), read from the same scheme's copy-trained model (<scheme>_copy) where
+    one was measured, else "not measured"."""
     ex = read_json(results / "extrapolation.json")
     ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
-    ret = {(r["variant"], r["distance"]): r for r in read_json(results / "retrieval.json").get("rows", [])}
+    ret = {}
+    for r in read_json(results / "retrieval.json").get("rows", []):
+        ret.setdefault(r["variant"], {})[r["distance"]] = r["exact"]
     rows = {r["variant"]: r for r in ex.get("rows", [])}
     lines = ["| model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
-             "retrieves at distance? |", "|---|---|---|---|---|---|"]
+             "retrieves a key? (d <= 200 / d = 512) |", "|---|---|---|---|---|---|"]
     for name in (n for n in GLANCE_ROWS if n in rows):
         r = rows[name]
         breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
@@ -280,9 +285,13 @@ def glance_table(results: Path) -> str:
         uses = "not measured" if c is None else ("yes" if c["effective_context"] >= 448 else "no") + \
             f" ({c['effective_context']})"
         copy = copy_counterpart(name)
-        hit = ret.get((copy, 512))
-        retr = "not measured" if hit is None else \
-            f"{'yes' if hit['exact'] >= 0.5 else 'no'} ({copy}: {100 * hit['exact']:.0f}% at d = 512)"
+        at = ret.get(copy, {})
+        near = [e for d, e in at.items() if d <= 200]
+        if not near or 512 not in at:
+            retr = "not measured"
+        else:
+            yes = lambda e: "yes" if e >= 0.5 else "no"
+            retr = f"{yes(min(near))} / {yes(at[512])} ({copy}: {100 * min(near):.0f}% / {100 * at[512]:.0f}%)"
         lines.append(f"| {name} | {r['ppl_256']:.2f} | {r['ppl_4096']:.2f} | {breaks} | {uses} | {retr} |")
     return "\n".join(lines) + "\n"
 
@@ -295,7 +304,45 @@ def copy_counterpart(name: str) -> str:
     return f"{scheme}_copy{ft}{rest}{plus}{scaling}"
 
 
+def copy_family_table(results: Path) -> str:
+    """The copy family at a glance, from retrieval.json and extrapolation.json ("" without copy
+    rows): for each copy-trained row, its text perplexity beside its text-trained counterpart's,
+    and the passkey inside the training window (the worst cell at d <= 200) and beyond it."""
+    ex = read_json(results / "extrapolation.json").get("rows", [])
+    ppl = {r["variant"]: r.get(f"ppl_{r['train_len']}") for r in ex if "train_len" in r}
+    by = {}
+    for r in read_json(results / "retrieval.json").get("rows", []):
+        if r["family"] == "copy":
+            by.setdefault(r["variant"], {})[r["distance"]] = r
+    if not by:
+        return ""
+    ds = sorted({d for at in by.values() for d in at})
+    within, beyond = [d for d in ds if d <= 200], [d for d in ds if d > 200]
+    lines = ["| model | text ppl | its text-trained counterpart | exact match, worst at d <= 200 | per-character "
+             "accuracy, worst at d <= 200 | " + " | ".join(f"exact d={d}" for d in beyond) + " |",
+             "|" + "---|" * (5 + len(beyond))]
+    for name, at in by.items():
+        model = name.split("+")[0].split(" (")[0]  # a scaled or switched row: its checkpoint's ppl
+        twin = model.replace("_copy", "")
+        cells = [name, f"{ppl[model]:.2f}" if ppl.get(model) else "-",
+                 f"{twin} {ppl[twin]:.2f}" if ppl.get(twin) else "-"]
+        for key in ("exact", "per_char"):
+            d = min((d for d in within if d in at), key=lambda d: at[d][key], default=None)
+            cells.append("-" if d is None else f"{100 * at[d][key]:.0f}% (d={d})")
+        cells += [f"{100 * at[d]['exact']:.0f}%" if d in at else "-" for d in beyond]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "text ppl: perplexity per character on held-out text at the model's training length "
+              "(results/extrapolation.csv; '-': not measured); a scaled or switched row shows its checkpoint's. "
+              "The family's bar: at least 90% per character and 50% exact match at every d <= 200 "
+              "(results/retrieval.csv)."]
+    return "\n".join(lines) + "\n"
+
+
 def sync_glance(results: Path) -> None:
-    """Recompute the glance table and write it into the README (repository results only)."""
+    """Recompute the glance table and the copy family's table and write them into their pages
+    (repository results only)."""
     if (Path(results) / "extrapolation.json").exists():
         sync_table("glance", glance_table(Path(results)), results)
+    family = copy_family_table(Path(results))
+    if family:
+        sync_table("copy_family", family, results)

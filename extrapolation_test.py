@@ -151,7 +151,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
-    p.add_argument("--variants", default=None, help="comma-separated checkpoints to evaluate (default: every "
+    p.add_argument("--variants", default=None, help="comma-separated checkpoints to evaluate, or a family "
+                                                    "of train_compare.py (copy, current, theta) (default: every "
                                                     "default variant, required, plus any other found)")
     p.add_argument("--lengths", default=None, help="comma-separated evaluation lengths "
                                                    "(default 256,512,1024,2048,4096; 64..512 with --quick)")

@@ -165,7 +165,9 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
-    p.add_argument("--variants", default=None, help="comma-separated checkpoints (default: every one found)")
+    p.add_argument("--variants", default=None, help="comma-separated checkpoints, or a family of "
+                                                    "train_compare.py (copy, current, theta) (default: every one "
+                                                    "found)")
     p.add_argument("--only", choices=["context", "retrieval"], default=None, help="run one of the two measures")
     p.add_argument("--contexts", default=None, help="visible contexts c before the targets, increasing "
                                                     "(default 0,64,192,448,960,1984,3840; 0,16,48,112 with --quick)")
@@ -360,12 +362,7 @@ def redraw(results: Path, which=("context_use", "retrieval")) -> int:
         fail(f"no {results}/context_use.json or retrieval.json to redraw from; run python long_context_test.py first")
     for name in found:
         data = read_json(results / f"{name}.json")
-        if name == "context_use":
-            csv_rows, table = context_tables(data["rows"], data["meta"])
-        else:
-            ex = read_json(results / "extrapolation.json").get("rows", [])
-            ppl = {r["variant"]: r.get(f"ppl_{r.get('train_len', data['meta']['train_len'])}") for r in ex}
-            csv_rows, table = retrieval_tables(data["rows"], data["meta"], {k: v for k, v in ppl.items() if v})
+        csv_rows, table = (context_tables if name == "context_use" else retrieval_tables)(data["rows"], data["meta"])
         tiny_lm.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
         tiny_lm.atomic_write_text(results / f"{name}.md", table)
         getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
@@ -397,21 +394,19 @@ RETRIEVAL_MEASURES = (("exact", "Exact match, % [95% interval]", 100, "{:.0f}%")
                       ("gain", "Copy gain, nats/char [95% interval]", 1, "{:+.2f}"))
 
 
-def retrieval_tables(rows, meta, ppl=None):
+def retrieval_tables(rows, meta):
     """(CSV rows: one per variant, exact match, per-character accuracy and gain per distance;
-    markdown: one table per measure) of the retrieval table. ppl: {variant: text perplexity at
-    the training length} from extrapolation.json, shown beside the exact match (the copy family
-    must still model text)."""
-    ppl, ds, by = ppl or {}, meta["distances"], {}
+    markdown: one table per measure) of the retrieval table."""
+    ds, by = meta["distances"], {}
     for r in rows:
-        by.setdefault(r["variant"], {"family": r["family"], "train_len": r["train_len"], "at": {}})["at"][r["distance"]] = r
+        v = by.setdefault(r["variant"], {"family": r["family"], "train_len": r["train_len"], "at": {}})
+        v["at"][r["distance"]] = r
     wide = [{"variant": n, "family": v["family"], "train_len": v["train_len"],
              **{f"{m}_{d}": v["at"][d].get(m) for m, *_ in RETRIEVAL_MEASURES for d in ds if d in v["at"]}}
             for n, v in by.items()]
     lines = []
     for m, title, scale, fmt in RETRIEVAL_MEASURES:
-        with_ppl = m == "exact" and bool(ppl)
-        head = ["variant", "trained on"] + (["text ppl"] if with_ppl else []) + [f"d={d}" for d in ds]
+        head = ["variant", "trained on"] + [f"d={d}" for d in ds]
         lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for n, v in by.items():
             cells = []
@@ -426,9 +421,7 @@ def retrieval_tables(rows, meta, ppl=None):
                     cell += f" [{lo}, {hi}]"
                 cells.append(cell)
             trained = f"{'copy curriculum' if v['family'] == 'copy' else 'text'}, {v['train_len']}"
-            p = ppl.get(n.split("+")[0].replace(NO_TEMP, ""))
-            lines.append("| " + " | ".join([n, trained] + ([f"{p:.2f}" if p else "-"] if with_ppl else []) + cells)
-                         + " |")
+            lines.append("| " + " | ".join([n, trained] + cells) + " |")
         lines.append("")
     K, alphabet = meta["key_len"], meta.get("key_alphabet", "")
     lines += [f"A key of {K} distinct letters (from {alphabet!r}) at position {KEY_AT} of a window of validation "
@@ -438,9 +431,7 @@ def retrieval_tables(rows, meta, ppl=None):
               f"their loss in the planted window. {meta['trials']} windows per distance for text models, "
               f"{meta.get('copy_trials', meta['trials'])} for the copy family up to d = "
               f"{meta.get('copy_trials_upto', 0)}; intervals: bootstrap over windows. 'trained on': the data and "
-              f"the training length." + (" text ppl: the model's perplexity per character on held-out text at its "
-                                         "training length (results/extrapolation.csv; a scaled row shows its "
-                                         "unscaled model's)." if ppl else "")]
+              f"the training length."]
     return wide, "\n".join(lines) + "\n"
 
 

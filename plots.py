@@ -421,8 +421,8 @@ def train_curves(path, logs, finetunes) -> None:
 
 
 def copy_curves(path, logs) -> None:
-    """The copy family's base models in training (fine-tunes: the tables): (a) validation loss on text, (b) per-character accuracy and
-    (c) exact match of the passkey probe (train_compare: letter keys at d = 32 and 128, 32
+    """The copy family's base models in training (fine-tunes: the tables): (a) validation loss on
+    text, (b) per-character accuracy and (c) exact match of the passkey probe (train_compare: letter keys at d = 32 and 128, 32
     windows each; the last distance probed is drawn), against step. logs: train_log.json's,
     whose copy-trained entries carry "probe"."""
     plt = _plt()

@@ -366,7 +366,8 @@ def run_variants(args, argv, names, settings, device, say, error) -> int:
     for name in names:
         if (out / f"{name}.pt").exists() and not args.force:
             say(f"{name}: {out / f'{name}.pt'} exists, skipping (use --force to retrain)")
-            changed = recipe_changes(out / f"{name}.pt", settings["train"]) if name in VARIANTS else []
+            tc = settings["copy_train" if name in COPY_OF else "train"]
+            changed = recipe_changes(out / f"{name}.pt", tc) if name in VARIANTS else []
             if changed:
                 say(f"  note: it was trained with other settings ({', '.join(changed)}); results made "
                     f"from it will not match this recipe. --force retrains it.")

@@ -21,24 +21,27 @@ def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():
 
 
 def _write(tmp_path, ppl, effective, exact):
+    """exact: {variant: (worst exact match at d <= 200, exact match at d = 512)}."""
     rows = [{"variant": n, "ppl_256": p[0], "ppl_4096": p[1]} for n, p in ppl.items()]
     (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     (tmp_path / "context_use.json").write_text(json.dumps(
         {"meta": {}, "rows": [{"variant": n, "effective_context": c} for n, c in effective.items()]}))
-    (tmp_path / "retrieval.json").write_text(json.dumps(
-        {"meta": {}, "rows": [{"variant": n, "distance": 512, "exact": e} for n, e in exact.items()]}))
+    ret = [{"variant": n, "distance": d, "exact": e} for n, (near, far) in exact.items()
+           for d, e in ((32, 1.0), (200, near), (512, far), (1024, 1.0))]
+    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": ret}))
 
 
 def test_glance_table_applies_the_stated_rules(tmp_path):
     _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
-           {"rope": 448, "alibi": 192}, {"alibi_copy": 0.5, "rope_copy": 0.49, "rope_copy_ft_yarn": 0.9})
+           {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
+                                          "rope_copy_ft_yarn": (0.9, 0.49)})
     lines = {l.split(" | ")[0][2:]: l for l in EC.glance_table(tmp_path).splitlines()[2:]}
     assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
-    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is
-    assert "| 6.00 | no | yes (448) | no (rope_copy: 49% at d = 512) |" in lines["rope"], lines["rope"]
-    assert "| 6.01 | yes | no (192) | yes (alibi_copy: 50% at d = 512) |" in lines["alibi"], lines["alibi"]
+    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. retrieves: the worst d <= 200 and d = 512, >= 50%
+    assert "| 6.00 | no | yes (448) | no / no (rope_copy: 49% / 0%) |" in lines["rope"], lines["rope"]
+    assert "| 6.01 | yes | no (192) | yes / yes (alibi_copy: 50% / 50%) |" in lines["alibi"], lines["alibi"]
     assert lines["rope+yarn"].endswith("| yes | not measured | not measured |"), lines["rope+yarn"]
-    assert lines["rope_ft_yarn"].endswith("yes (rope_copy_ft_yarn: 90% at d = 512) |"), lines["rope_ft_yarn"]
+    assert lines["rope_ft_yarn"].endswith("yes / no (rope_copy_ft_yarn: 90% / 49%) |"), lines["rope_ft_yarn"]
 
 
 def test_copy_counterpart_names():
