@@ -15,10 +15,11 @@ The copy family (`train_compare.py --variants copy`) trains on a curriculum inst
   2. then text windows, each with keys of distinct letters written 2-3 times at gaps up to
      200 characters, so the circuit reaches further while the model keeps modelling text.
 Keys are distinct UPPERCASE letters (KEY_ALPHABETS["upper"]): the plays use every one of them
-(speaker names, line starts), so the embeddings are trained, but an uppercase letter after a
-lowercase one never occurs in the text, so a copy's first letter says "a key starts here"
-(the passkey's "the pass key is"). With lowercase keys, the letter that precedes the first
-scored character occurs a dozen times between two copies, and greedy decoding of it guesses.
+(speaker names, line starts), so the embeddings are trained, but an uppercase letter right after
+a lowercase one occurs once in the 4.5M training characters, so a key's first letter after a
+word says "a key starts here" (the passkey's "the pass key is"). With lowercase keys, the letter
+before the first scored character occurs a dozen times between two copies, and greedy decoding
+of that character guesses.
 """
 from dataclasses import dataclass
 
@@ -26,8 +27,8 @@ import torch
 
 from tiny_lm import CorpusError
 
-# Keys are digits: the plays hold almost none (at most 4 of each), so the first copy is the only
-# earlier place a key's characters occur; letters are everywhere in the text.
+# The first copy mixture's keys (copy_windows, copy_calibration.py) are digits: the plays hold almost
+# none (at most 4 of each), so the first copy is the only earlier place a key's characters occur.
 KEY_CHARS = "0123456789"
 # The copy family's and the passkey's alphabets (distinct letters per key).
 KEY_ALPHABETS = {"upper": "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "lower": "abcdefghijklmnopqrstuvwxyz"}

@@ -41,10 +41,20 @@ def test_glance_table_is_computed_from_results():
     assert text.count("\n") >= 6, f"the glance table lost rows:\n{text}"
 
 
+def test_copy_family_table_is_computed_from_results():
+    page, text = block("copy_family")
+    want = eval_common.copy_family_table(ROOT / "results").strip()
+    assert want, "results/retrieval.json has no copy-trained rows"
+    assert text == want, f"{page.name}'s copy_family table differs from the one results/ gives:\n{want}"
+
+
 def test_readme_is_short_and_finished():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme) <= 15_000, f"README.md has {len(readme):,} characters; the limit is 15,000"
     assert "{{" not in readme, "README.md still has a placeholder: " + readme[readme.index("{{"):][:40]
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert "\u00ab" not in text, f"{page.name} still has a placeholder: " + text[text.index("\u00ab"):][:40]
 
 
 def test_links_resolve():
