@@ -528,7 +528,7 @@ def retrieval(path, rows, meta) -> None:
         ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
         ax.set_xlabel("distance d between the key and its repeat (characters)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="best")
     for ax in axes[::2]:
         ax.set_ylabel(f"exact match of characters 2..{meta.get('key_len', 'K')}")
     skipped = sorted({n for p in zero for n in p[2]}, key=list(by).index)

@@ -41,7 +41,7 @@ def test_train_compare_writes_checkpoints_and_logs(quick_run):
     for n in names:
         assert (d / "ck" / f"{n}.pt").is_file(), f"no checkpoint for {n}"
     rows = list(csv.DictReader(open(d / "train" / "train_log.csv")))
-    assert {row["variant"] for row in rows} == set(names)
+    assert {row["variant"] for row in rows} == set(names) | {"rope_copy", "irope_copy", "rope_copy_ft_yarn"}
     assert all(math.isfinite(float(row["val_loss"])) for row in rows)
     assert (d / "train" / "train_curves.png").stat().st_size > 10_000
 
@@ -231,9 +231,12 @@ def test_bad_input_long_context(quick_run, tmp_path):
     msg = one_line_error(run(*base, "--contexts", "0,16,48,1000", "--variants", "learned"), 2)
     assert "learned table" in msg
     corpus = tmp_path / "other.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789. " * 1500)
+    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ. " * 1500)
     msg = one_line_error(run(*base, "--corpus", str(corpus), "--variants", "rope"), 2)
     assert "another corpus" in msg
+    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789. " * 1500)
+    msg = one_line_error(run(*base, "--corpus", str(corpus), "--variants", "rope", "--only", "retrieval"), 2)
+    assert "corpus lacks" in msg and "ABC" in msg, "a corpus without the key letters is named as such"
     assert not (tmp_path / "r").exists(), "a failed run wrote results"
 
 
