@@ -312,7 +312,7 @@ def copy_family_table(results: Path) -> str:
     ppl = {r["variant"]: r.get(f"ppl_{r['train_len']}") for r in ex if "train_len" in r}
     by = {}
     for r in read_json(results / "retrieval.json").get("rows", []):
-        if r["family"] == "copy" and "per_char" in r:  # rows of the earlier passkey have no per_char
+        if r["family"] == "copy":
             by.setdefault(r["variant"], {})[r["distance"]] = r
     if not by:
         return ""

@@ -402,7 +402,7 @@ def retrieval_tables(rows, meta):
         v = by.setdefault(r["variant"], {"family": r["family"], "train_len": r["train_len"], "at": {}})
         v["at"][r["distance"]] = r
     wide = [{"variant": n, "family": v["family"], "train_len": v["train_len"],
-             **{f"{m}_{d}": v["at"][d].get(m) for m, *_ in RETRIEVAL_MEASURES for d in ds if d in v["at"]}}
+             **{f"{m}_{d}": v["at"][d][m] for m, *_ in RETRIEVAL_MEASURES for d in ds if d in v["at"]}}
             for n, v in by.items()]
     lines = []
     for m, title, scale, fmt in RETRIEVAL_MEASURES:
@@ -412,7 +412,7 @@ def retrieval_tables(rows, meta):
             cells = []
             for d in ds:
                 r = v["at"].get(d)
-                if r is None or r.get(m) is None:
+                if r is None:
                     cells.append("-")
                     continue
                 cell = fmt.format(scale * r[m])
