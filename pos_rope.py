@@ -36,10 +36,16 @@ def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def precompute_freqs(dim: int, max_len: int, base: float = 10000.0, offset: int = 0,
-                     inv_freq: torch.Tensor = None, device=None, attention_factor: float = 1.0):
+                     inv_freq: torch.Tensor = None, device=None, attention_factor: float = 1.0,
+                     theta: float = None):
     """cos and sin of m θ_i for m = offset .. offset+max_len-1: two (max_len, d/2) float32 tables.
 
+    theta= is the tutorial's name for the base (here θ_i are the frequencies); give base or theta.
     inv_freq replaces rope_inv_freq(dim, base); attention_factor (1 but for yarn) multiplies both."""
+    if theta is not None:
+        if base != 10000.0 and base != theta:
+            raise ValueError(f"precompute_freqs got base={base} and theta={theta}, two names of the base; give one")
+        base = theta
     if inv_freq is None:
         inv_freq = rope_inv_freq(dim, base)
     inv_freq = inv_freq.to(device=device, dtype=torch.float32)
@@ -297,8 +303,10 @@ def _check_type_keys(kind: str, out: dict) -> None:
     af = out.get("attention_factor", 1.0)  # HF's name too: it multiplies cos and sin, so the logits by af^2
     if isinstance(af, bool) or not isinstance(af, (int, float)) or not af > 0:
         raise ValueError(f"{kind}'s attention_factor must be a number > 0, got {af!r}")
-    if kind == "llama3" and not out["high_freq_factor"] > out["low_freq_factor"] > 0:
-        raise ValueError(f"llama3 needs high_freq_factor > low_freq_factor > 0, got "
+    # high == low is a real config (Llama 4 Scout: both 1.0): no blend band, a step at w_i = L0 / low.
+    # HF only warns there; its frequencies are the step's (llama3_inv_freq).
+    if kind == "llama3" and not out["high_freq_factor"] >= out["low_freq_factor"] > 0:
+        raise ValueError(f"llama3 needs high_freq_factor >= low_freq_factor > 0, got "
                          f"{out['high_freq_factor']} and {out['low_freq_factor']}")
 
 
@@ -497,8 +505,13 @@ def llama3_inv_freq(inv_freq: torch.Tensor, factor: float, original_max_len: int
     #   w_i > L0 / low_freq_factor    -> θ_i / s                (about a turn or less: interpolate)
     #   otherwise θ_i' = (1 - g) θ_i / s + g θ_i,  g = (L0 / w_i - low) / (high - low)
     # g > 1 in the first band and g < 0 in the second, so clamping g covers all three.
+    # high == low (Llama 4 Scout) leaves no middle band: g is a step, 1 where L0 / w_i >= low, else 0.
     wavelen = 2 * math.pi / inv_freq
-    g = ((original_max_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    turns = original_max_len / wavelen  # (d/2,) turns of each pair within L0
+    if high_freq_factor == low_freq_factor:
+        g = (turns >= low_freq_factor).to(inv_freq.dtype)
+    else:
+        g = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
     return torch.lerp(inv_freq / factor, inv_freq, g)  # lerp(a, b, g) = a + g (b - a), exact at g = 0 and 1
 
 
@@ -554,9 +567,9 @@ def scaled_inv_freq(dim: int, base: float, scaling: dict = None, seq_len: int = 
 # rope_scaling (transformers 4) or rope_parameters (5), inside text_config for multimodal models;
 # rope_theta and partial_rotary_factor from the top level fill the block; Gemma's per-layer-type
 # blocks need a layer_type. The module pairs dims as HF's code does: "half" (rotate_half), or
-# "adjacent" for DeepSeek's interleaved layout (the same dot products either way).
+# "adjacent" for DeepSeek's and Llama 4's interleaved layout (the same dot products either way).
 
-INTERLEAVED = ("deepseek_v2", "deepseek_v3")  # model types whose HF code pairs 2i with 2i+1 by default
+INTERLEAVED = ("deepseek_v2", "deepseek_v3", "llama4_text")  # model types whose HF code pairs 2i with 2i+1
 
 
 def hf_rope_settings(config: dict, layer_type: str = None, max_position_embeddings: int = None) -> dict:
@@ -629,7 +642,7 @@ def from_hf_config(cls, config: dict, layer_type: str = None, max_position_embed
     hidden_size // num_attention_heads; base, partial_rotary_factor and the scaling from the block.
     layer_type picks one of per-layer-type blocks (Gemma 3, Gemma 4): needed there, ignored elsewhere.
     max_position_embeddings replaces the config's (what HF fills L0 and a missing factor from).
-    pairing defaults to HF's layout for the model ("half", DeepSeek "adjacent").
+    pairing defaults to HF's layout for the model ("half"; DeepSeek and Llama 4 "adjacent").
     DeepSeek's extra softmax scale is the module's extra_softmax_scale: apply it in your attention."""
     kw = hf_rope_settings(config, layer_type, max_position_embeddings)
     if pairing is not None:

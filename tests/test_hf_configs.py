@@ -35,6 +35,7 @@ def maxdiff(a, b):
 # file, layer_type -> (head_dim, base, rot_dim, rope_p, rope_type (None = plain), pairing)
 EXPECTED = {
     ("llama-3.1-8b.json", None): (128, 500000.0, 128, 1.0, "llama3", "half"),
+    ("llama-4-scout-17b-16e.json", None): (128, 500000.0, 128, 1.0, "llama3", "adjacent"),  # low = high = 1
     ("qwen2.5-7b-instruct-yarn.json", None): (128, 1000000.0, 128, 1.0, "yarn", "half"),
     ("phi-3.5-mini-instruct.json", None): (96, 10000.0, 96, 1.0, "longrope", "half"),
     ("gpt-oss-20b.json", None): (64, 150000.0, 64, 1.0, "yarn", "half"),

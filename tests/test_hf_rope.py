@@ -76,6 +76,8 @@ CASES = {
                                    "long_factor": LONG}, [None, L0 + 1]),
     "llama3": ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": L0}, [None]),
+    "llama3-equal-factors": ({"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                              "original_max_position_embeddings": L0}, [None]),  # Llama 4 Scout's form
     "proportional": ({"rope_type": "proportional"}, [None]),
     "proportional-factor": ({"rope_type": "proportional", "factor": 2.0}, [None]),
 }
@@ -132,7 +134,7 @@ ROTARY = {"llama": ("llama", "LlamaRotaryEmbedding"), "qwen2": ("qwen2", "Qwen2R
           "phi3": ("phi3", "Phi3RotaryEmbedding"), "gpt_oss": ("gpt_oss", "GptOssRotaryEmbedding"),
           "deepseek_v3": ("deepseek_v3", "DeepseekV3RotaryEmbedding"),
           "gemma3_text": ("gemma3", "Gemma3RotaryEmbedding"), "gemma4_text": ("gemma4", "Gemma4TextRotaryEmbedding"),
-          "gpt_neox": ("gpt_neox", "GPTNeoXRotaryEmbedding")}
+          "gpt_neox": ("gpt_neox", "GPTNeoXRotaryEmbedding"), "llama4_text": ("llama4", "Llama4TextRotaryEmbedding")}
 
 
 def hf_rotary(raw):

@@ -265,6 +265,18 @@ def test_rope_offset_equals_slice_of_longer_table():
     assert cos.dtype == torch.float32 and sin.dtype == torch.float32
 
 
+def test_precompute_freqs_takes_the_tutorials_theta():
+    """The tutorial calls precompute_freqs(dim, max_len, theta=10000.0): theta= is the base, checked against
+    cos(m base^(-2i/d)) written out; base= and theta= both given and different is an error."""
+    cos, _ = pos_rope.precompute_freqs(D, 7, theta=10.0)
+    i, m = torch.arange(D // 2, dtype=torch.float64), torch.arange(7, dtype=torch.float64)
+    ref = torch.cos(m[:, None] * 10.0 ** (-2 * i / D)[None, :])
+    assert max_diff(cos, ref) < 1e-6, f"theta=10 vs the formula, max diff {max_diff(cos, ref):.2e}"
+    assert torch.equal(cos, pos_rope.precompute_freqs(D, 7, base=10.0)[0])
+    with pytest.raises(ValueError, match="two names of the base"):
+        pos_rope.precompute_freqs(D, 7, base=100.0, theta=10.0)
+
+
 @pytest.mark.parametrize("pairing", pos_rope.PAIRINGS)
 def test_rope_module_offset_equals_full_then_slice(pairing):
     """RotaryEmbedding(q[:, :, o:], offset=o) == RotaryEmbedding(q)[:, :, o:] (what a KV cache relies on)."""

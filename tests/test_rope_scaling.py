@@ -117,6 +117,18 @@ def test_llama3_bands():
     assert ((inv[mid] < plain[mid]) & (inv[mid] > plain[mid] / s)).all(), "blend must lie between theta/s and theta"
 
 
+def test_llama3_with_equal_factors_is_a_step():
+    """Llama 4 Scout's block (low = high = 1): pairs turning at least once in L0 keep θ_i, the others get θ_i / s,
+    and no pair is blended; counted against the wavelength rule directly (29 of Scout's 64 pairs are divided)."""
+    d, base, s, L0 = 128, 500000.0, 16.0, 8192
+    plain = pos_rope.rope_inv_freq(d, base)
+    inv, _ = scaled_inv_freq(d, base, cfg("llama3", s, L0, low_freq_factor=1.0, high_freq_factor=1.0))
+    slow = 2 * math.pi / plain.double() > L0  # wavelength longer than L0: under one turn
+    assert torch.equal(inv[slow], plain[slow] / s) and torch.equal(inv[~slow], plain[~slow]), \
+        f"max diff {maxdiff(inv, torch.where(slow, plain / s, plain)):.2e} from the step"
+    assert int(slow.sum()) == 29, f"{int(slow.sum())} of 64 pairs divided, Scout's config divides 29"
+
+
 def test_dynamic_identity_up_to_L0_then_different():
     L0, s, d = 64, 4.0, 32
     plain, dyn = RotaryEmbedding(d), RotaryEmbedding(d, scaling=cfg("dynamic", s, L0))
@@ -249,7 +261,7 @@ def test_tiny_lm_runs_beyond_training_length(kind):
     ({"type": "dynamic", "factor": 2.0}, r"needs original_max_len \(HF: original_max_position_embeddings\)"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": 0.0}, "attention_factor must be"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": "1"}, "attention_factor must be"),
-    ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 4.0}, "high_freq_factor >"),
+    ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 5.0}, "high_freq_factor >="),
     ({"rope_type": "linear", "factor": 2.0, "beta_fast": 32.0}, r"does not take \['beta_fast'\]"),
     ({"rope_type": "dynamic", "factor": 2.0, "original_max_len": 64, "factr": 3.0}, r"does not take \['factr'\]"),
 ])
