@@ -70,9 +70,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def code_lines(path: Path) -> int:
-    """Lines holding code in a file: not blank, not a comment, not a docstring, not the
-    file's own self-check (`_self_check` and the `if __name__ == "__main__":` block)."""
+    """Lines holding code in the scheme's plain form: the part of its pos file before the first
+    `# ---- ` fence (for RoPE: plain RoPE; its options, scalings and config reading come after),
+    not blank, not a comment, not a docstring, not the file's own self-check (`_self_check` and
+    the `if __name__ == "__main__":` block)."""
     src = path.read_text(encoding="utf-8")
+    fence = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None)
     tree = ast.parse(src)
     doc_lines = set()
     for node in ast.walk(tree):
@@ -88,7 +91,13 @@ def code_lines(path: Path) -> int:
         if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                             tokenize.DEDENT, tokenize.ENDMARKER):
             lines.update(range(tok.start[0], tok.end[0] + 1))
-    return len(lines - doc_lines)
+    core = {n for n in lines - doc_lines if fence is None or n <= fence}  # line numbers are 1-based
+    return len(core)
+
+
+def core_loc(pos: str) -> int:
+    """code_lines of a scheme's pos file (0 for NoPE): it describes the code, so tables take it at redraw."""
+    return code_lines(HERE / POS_FILE[pos]) if POS_FILE[pos] else 0
 
 
 
@@ -247,7 +256,7 @@ def score_row(job, data, s, args, make):
            "rope_theta": cfg.rope_theta if base == "rope" else None, "train_ppl": math.exp(train_loss),
            **{f"ppl_{L}": math.exp(losses[L]) for L in lengths},
            "untrained_from": L_train if base == "learned" and scaling != "clamp" else None,
-           "pos_file_loc": code_lines(HERE / POS_FILE[base]) if POS_FILE[base] else 0, "acts_on": ACTS_ON[base],
+           "pos_file_loc": core_loc(base), "acts_on": ACTS_ON[base],
            "params_added": model.num_params(pos_only=True),
            "params_trained_pos": (L_train * cfg.n_embd) if base == "learned" else 0,
            "train_tokens": ck["extra"].get("tokens"), "finetune": ck["extra"].get("variant") in FINETUNES,
@@ -304,6 +313,7 @@ def redraw(results: Path) -> int:
     import plots
     data = json_to_redraw(results / "extrapolation.json", "python extrapolation_test.py")
     rows, meta, lengths = data["rows"], data["meta"], data["meta"]["lengths"]
+    rows = [{**r, "pos_file_loc": core_loc(r["pos"])} for r in rows]  # the code as it is now, not at scoring
     tiny_lm.atomic_write_text(results / "extrapolation.csv", csv_text(rows))
     table = (preview_table if meta.get("preset") == "preview" else markdown_table)(rows, meta)
     tiny_lm.atomic_write_text(results / "extrapolation.md", table)
@@ -333,7 +343,7 @@ def markdown_table(rows, meta) -> str:
     # Markdown table: ppl, marking learned cells that use untrained rows.
     L_max = lengths[-1]
     head = ["variant", "acts on", "train ppl"] + [f"ppl@{L}" for L in lengths] + \
-           [f"ppl@{L_max} / ppl@{lengths[0]}", "pos-file LoC", "params added"]
+           [f"ppl@{L_max} / ppl@{lengths[0]}", "core LoC", "params added"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = []
@@ -362,8 +372,9 @@ def markdown_table(rows, meta) -> str:
         "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
         "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
         "fine-tune (its extra compute: docs/results.md).",
-        "pos-file LoC: lines of code (no comments, docstrings or blank lines) of the pos_*.py file, "
-        "scaling included for RoPE.",
+        "core LoC: lines of code (no comments, docstrings, blank lines or self-check) of the scheme's plain "
+        "form, the part of its pos_*.py file before the first `# ---- ` fence; for RoPE that is plain RoPE, "
+        "without its options, scalings and Hugging Face config reading. Counted from the code at redraw.",
         f"Peak resident memory of this evaluation: {meta['peak_rss_gib']:.2f} GiB.",
     ]
     decode = meta.get("dynamic_cached_decoding")
