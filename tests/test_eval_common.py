@@ -34,14 +34,16 @@ def _write(tmp_path, ppl, effective, exact):
 def test_glance_table_applies_the_stated_rules(tmp_path):
     _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
            {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
-                                          "rope_copy_ft_yarn": (0.9, 0.49)})
+                                          "rope_copy_ft_yarn": (0.9, 0.49), "rope": (0.0, 0.0)})
     lines = {l.split(" | ")[0][2:]: l for l in EC.glance_table(tmp_path).splitlines()[2:]}
     assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
-    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. retrieves: the worst d <= 200 and d = 512, >= 50%
-    assert "| 6.00 | no | yes (448) | no / no (rope_copy: 49% / 0%) |" in lines["rope"], lines["rope"]
-    assert "| 6.01 | yes | no (192) | yes / yes (alibi_copy: 50% / 50%) |" in lines["alibi"], lines["alibi"]
-    assert lines["rope+yarn"].endswith("| yes | not measured | not measured |"), lines["rope+yarn"]
-    assert lines["rope_ft_yarn"].endswith("yes / no (rope_copy_ft_yarn: 90% / 49%) |"), lines["rope_ft_yarn"]
+    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. passkey: the worst d <= 200 (and d = 512), >= 50%;
+    # the text model's own passkey and its copy-trained twin's each in their own columns, the twin named
+    assert "| 6.00 | no | yes (448) | no (0%) | rope_copy | no / no (49% / 0%) |" in lines["rope"], lines["rope"]
+    assert "| 6.01 | yes | no (192) | not measured | alibi_copy | yes / yes (50% / 50%) |" in lines["alibi"], \
+        lines["alibi"]
+    assert lines["rope+yarn"].endswith("| yes | not measured | not measured | - | not measured |"), lines["rope+yarn"]
+    assert lines["rope_ft_yarn"].endswith("| rope_copy_ft_yarn | yes / no (90% / 49%) |"), lines["rope_ft_yarn"]
 
 
 def test_copy_counterpart_names():
