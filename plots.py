@@ -31,6 +31,7 @@ Every function here calls it before it saves; the scripts call these functions.
 import math
 import textwrap
 import zlib
+from pathlib import Path
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
 HEADLINE = SCHEMES + ("rope+yarn", "rope_ft_yarn")  # the lines of the headline figure
@@ -42,11 +43,12 @@ COLOURS = {
     # training-free RoPE scalings
     "linear": "#e377c2", "ntk": "#17becf", "ntk(4s)": "#0b6e79", "ntk(16s)": "#74c476", "dynamic": "#bcbd22",
     "yarn": "#9467bd", "llama3": "#e6ab02", "longrope": "#a6761d",
-    # RoPE fine-tuned at 4x its length
-    "rope_ft": "#8c564b",
+    # fine-tuned at 4x the length: one colour per recipe, so that a panel of fine-tunes tells them apart
+    "rope_ft_yarn": "#8c564b", "rope_ft_linear": "#c51b7d", "rope_ft_none": "#08519c", "alibi_ft_none": "#7f0000",
     # RoPE options
     "rope_theta10": "#393b79", "rope_theta1e6": "#637939", "rope_partial25": "#d6616b",
     "rope_p75": "#7b4173", "irope": "#3b9c9c", "irope_global": "#9edae5", "gemma_hybrid": "#c49c94",
+    "irope_notemp": "#2f4f4f",
 }
 # names this table does not know get one of these by a hash of the name, so a new variant still
 # draws; check_distinct catches the rare clash (then add the name to COLOURS).
@@ -92,17 +94,25 @@ def style(name: str) -> dict:
         return dict(SEED_STYLE)
     scaling = p["scaling"].split("@")[0]  # a fixed-factor row is drawn like its scaling, in its own panel
     if p["finetuned"]:
-        color = COLOURS.get(p["base"] + "_ft") or _colour(p["base"])
+        color = COLOURS.get(f"{p['base']}_ft_{p['scaling'] or 'none'}") or _colour(p["base"])
     elif scaling:
         color = _colour(scaling)
     else:
         color = _colour(p["base"])
     ls = DASHES[p["switch"]] if p["switch"] else DASHES.get(scaling, "-")
+    if p["switch"]:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
+        color = _lighter(color)
     return {"color": color, "ls": ls, "marker": MARKERS[(p["finetuned"], p["copy"])]}
 
 
 def _colour(key: str) -> str:
     return COLOURS.get(key) or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
+
+
+def _lighter(hex_colour: str, f: float = 0.45) -> str:
+    """hex_colour mixed with white: a fraction f of the way to it."""
+    rgb = [int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(c + f * (255 - c)):02x}" for c in rgb)
 
 
 def _line_key(line) -> tuple:
@@ -115,16 +125,17 @@ def _line_key(line) -> tuple:
     return to_hex(line.get_color(), keep_alpha=True), str(dash), "" if marker in (None, "None", " ") else marker
 
 
-def check_distinct(fig) -> None:
+def check_distinct(fig, colours: bool = False) -> None:
     """Raise ValueError naming two visible data lines of one axes with the same colour, line
-    style and marker. Lines with gid "ref" (reference lines) or "seed" (grey seed rows) are skipped."""
+    style and marker (colours=True: the same colour alone). Lines with gid "ref" (reference
+    lines) or "seed" (grey seed rows) are skipped."""
     for i, ax in enumerate(fig.axes):
         seen = {}
         for n, line in enumerate(ax.get_lines()):
             if not line.get_visible() or line.get_gid() in EXEMPT:
                 continue
             name = line.get_label() if not line.get_label().startswith("_") else f"line {n}"
-            key = _line_key(line)
+            key = _line_key(line)[:1] if colours else _line_key(line)
             if key in seen:
                 raise ValueError(f"axes {i} ({ax.get_title()!r}): lines {seen[key]!r} and {name!r} "
                                  f"share colour, line style and marker {key}")
@@ -141,10 +152,10 @@ def _plt():
     return plt
 
 
-def _save(fig, path) -> None:
+def _save(fig, path, colours: bool = False) -> None:
     """check_distinct, then write the PNG atomically and free the figure."""
     import tiny_lm  # imports torch: only when a figure is written
-    check_distinct(fig)
+    check_distinct(fig, colours)
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     _plt().close(fig)
 
@@ -461,27 +472,67 @@ CONTEXT_PANELS = [("the five schemes", "five", ()),
                   ("hybrid layer layouts", "hybrid", ("rope",))]
 
 
+CONTEXT_HEADLINE = HEADLINE + ("irope",)  # at most MAX_LINES: the schemes, YaRN, its fine-tune, a hybrid
+
+
+def _context_axes(ax, cs, target, train_lens) -> None:
+    """The x axis of a context-use panel (symlog, a tick per context) and where c + target passes each length."""
+    lin = max(1, cs[1] if len(cs) > 1 else 1)
+    for L in (L for L in train_lens if L and L - target > 0):  # where the window c + target passes L
+        _ref(ax, "x", L - target, f"c + {target} = {L}")
+    ax.set_xscale("symlog", linthresh=lin)
+    ax.set_xlim(-0.1 * lin, cs[-1] * 1.15)
+    ax.set_xticks(cs, [str(c) for c in cs])
+    ax.set_xlabel("visible context c before the targets (characters)")
+    ax.grid(alpha=0.3)
+
+
 def context_use(path, rows, meta) -> None:
-    """Loss on the same target characters as the visible context before them grows, one panel per
-    group of rows; every line stays inside the axes."""
+    """The headline of context use: loss on the same targets as the context before them grows, for
+    at most MAX_LINES rows (CONTEXT_HEADLINE), titled with the largest effective context of any row
+    (its one message); every row, in panels, goes to context_use_all.png beside it."""
+    plt = _plt()
+    cs, target, train_len = meta["contexts"], meta["target_len"], meta["train_len"]
+    pick = [r for r in rows if r["variant"] in CONTEXT_HEADLINE]
+    fig, ax = plt.subplots(figsize=(10, 5.6))
+    ends = []
+    for r in pick:
+        ys = [r[f"c{c}"] for c in cs]
+        _line(ax, cs, ys, r["variant"], ms=3.5, lw=1.6)
+        ends.append((ys[-1], _gloss_context(r["variant"]), style(r["variant"])["color"]))
+    _context_axes(ax, cs, target, [train_len])
+    _end_labels(ax, cs[-1], ends, log=False, gap=0.05)
+    ax.set_xlabel(f"visible context c before the targets (characters); the window, c + {target}, is longer "
+                  f"than training's {train_len} for every c > {max(0, train_len - target)}")
+    ax.set_ylabel(f"loss on the same {target} targets (nats/char, lower is better)")
+    most = max(r["effective_context"] for r in rows)
+    ax.set_title(f"No model uses more than {most} characters of context: past that, the loss on the same "
+                 f"targets stays flat or rises\n(effective context of every row, {len(rows)} in all: "
+                 f"docs/long_context.md)", fontsize=10)
+    fig.tight_layout()
+    fig.subplots_adjust(right=0.78)  # room for the labels at the lines' ends
+    _save(fig, path, colours=True)
+    context_use_all(Path(path).with_name("context_use_all.png"), rows, meta)
+
+
+def _gloss_context(name: str) -> str:
+    p = parse(name)
+    return f"{name} (fine-tuned at {FT_MULT}x)" if p["finetuned"] else \
+        f"{name} (no training)" if p["scaling"] else name
+
+
+def context_use_all(path, rows, meta) -> None:
+    """Every row of context use, one panel per group of rows; every line stays inside the axes."""
     plt = _plt()
     cs, target, train_len = meta["contexts"], meta["target_len"], meta["train_len"]
     by = {r["variant"]: r for r in rows}
     panels = _panels(list(by), CONTEXT_PANELS)
     fig, axes = _grid(plt, len(panels), sharey=True)
-    lin = max(1, cs[1] if len(cs) > 1 else 1)
     for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
         for n in names:
             _line(ax, cs, [by[n][f"c{c}"] for c in cs], n, ms=3.5, lw=1.5)
-        lengths = [train_len] + ([FT_MULT * train_len] if group == "finetune" else [])
-        for L in (L for L in lengths if L and L - target > 0):  # where the window c + target passes L
-            _ref(ax, "x", L - target, f"c + {target} = {L}")
-        ax.set_xscale("symlog", linthresh=lin)
-        ax.set_xlim(-0.1 * lin, cs[-1] * 1.15)
-        ax.set_xticks(cs, [str(c) for c in cs])
+        _context_axes(ax, cs, target, [train_len] + ([FT_MULT * train_len] if group == "finetune" else []))
         ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
-        ax.set_xlabel("visible context c before the targets (characters)")
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     for ax in axes[::2]:
         ax.set_ylabel(f"loss on the same {target} targets (nats/char)")
@@ -515,20 +566,20 @@ def retrieval(path, rows, meta) -> None:
     panels = _panels(list(by), RETRIEVAL_PANELS)
     zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
     panels = [p for p in panels if p not in zero] or panels[:1]
-    fig, axes = _grid(plt, len(panels), sharey=True)
+    fig, axes = _grid(plt, len(panels), width=8.2, sharey=True)
     for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
         for n in names:
             rs = by[n]
             _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5)
         lens = sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")})
-        for L in lens:
-            _ref(ax, "x", L, f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
+        for L, ls in zip(lens, (":", "--")):  # named in the legend, so that no label sits on a line
+            _ref(ax, "x", L, ls=ls, label=f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
         _log2_x(ax, [r["distance"] for r in by[names[0]]])
         ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
         ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
         ax.set_xlabel("distance d between the key and its repeat (characters)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the axes
     for ax in axes[::2]:
         ax.set_ylabel(f"exact match of characters 2..{meta.get('key_len', 'K')}")
     skipped = sorted({n for p in zero for n in p[2]}, key=list(by).index)
@@ -537,7 +588,7 @@ def retrieval(path, rows, meta) -> None:
     fig.suptitle(f"Retrieval: is the repeat of a {meta.get('key_len', 'K')}-letter key copied from d characters "
                  f"back? (greedy exact match){note}", fontsize=11)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, colours=True)
 
 
 # ----------------------------------------------------------------------------- copy calibration

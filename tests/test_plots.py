@@ -41,15 +41,15 @@ def _draw(name, path):
     elif name == "train_curves":
         logs = _logs()
         plots.train_curves(path, logs, {n for n in logs if plots.parse(n)["finetuned"]})
-    elif name in ("context_use", "retrieval"):
-        d = _json(f"{name}.json")
+    elif name in ("context_use", "context_use_all", "retrieval"):
+        d = _json(f"{name.replace('_all', '')}.json")
         getattr(plots, name)(path, d["rows"], d["meta"])
     elif name == "copy_calibration":
         plots.copy_calibration(path, _json("copy_calibration.json")["curves"])
 
 
 FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curves", "context_use",
-           "retrieval", "copy_calibration"]
+           "context_use_all", "retrieval", "copy_calibration"]
 
 
 @pytest.fixture
@@ -58,8 +58,8 @@ def checked(monkeypatch):
     figs = []
     real = plots.check_distinct
 
-    def spy(fig):
-        real(fig)
+    def spy(fig, colours=False):
+        real(fig, colours)
         figs.append(fig)
     monkeypatch.setattr(plots, "check_distinct", spy)
     return figs
@@ -74,7 +74,8 @@ def test_figure_from_committed_results(name, tmp_path, checked):
     path = tmp_path / f"{name}.png"
     _draw(name, path)
     assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    assert len(checked) == 1, f"{name}: check_distinct ran {len(checked)} times, expected once before saving"
+    want = 2 if name == "context_use" else 1  # context_use draws its headline, then context_use_all.png
+    assert len(checked) == want, f"{name}: check_distinct ran {len(checked)} times, expected {want} (once a figure)"
     if name not in ("ppl_vs_length_all", "copy_calibration"):  # every row; ten mixtures: by design
         for ax in checked[0].axes:
             assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{name}, {ax.get_title()!r}: too many lines"
@@ -90,6 +91,18 @@ def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
     assert ticks and all(t.replace(".", "").isdigit() for t in ticks), f"y ticks should read as plain numbers: {ticks}"
     colours = [ln.get_color() for ln in _data_lines(ax)]
     assert len(set(colours)) == len(colours), f"each headline line has its own colour: {colours}"
+
+
+def test_context_use_headline_is_one_panel_of_distinct_colours(tmp_path, checked):
+    """One axes, at most MAX_LINES lines each in its own colour, and a title whose number is the largest
+    effective context of any row in the JSON."""
+    _draw("context_use", tmp_path / "c.png")
+    (ax,) = checked[0].axes
+    colours = [ln.get_color() for ln in _data_lines(ax)]
+    assert 0 < len(colours) <= plots.MAX_LINES and len(set(colours)) == len(colours), colours
+    most = max(r["effective_context"] for r in _json("context_use.json")["rows"])
+    assert f"more than {most} characters" in ax.get_title(), ax.get_title()
+    assert (tmp_path / "context_use_all.png").is_file()
 
 
 def test_retrieval_panels(tmp_path, checked):
@@ -138,7 +151,10 @@ def test_the_rule():
     assert yarn["ls"] == ft["ls"] and yarn["color"] != ft["color"], "a fine-tune shares its scaling's dash"
     assert plots.style("rope")["color"] == plots.style("rope_copy")["color"] != plots.style("alibi")["color"]
     assert plots.style("rope")["marker"] != plots.style("rope_copy")["marker"], "the marker tells copy-trained"
-    assert plots.style("alibi_ft")["color"] == plots.style("alibi")["color"]
+    assert plots.style("alibi_ft")["color"] != plots.style("alibi")["color"], "a fine-tune has its own colour"
+    assert plots.style("rope_ft_none")["color"] != plots.style("rope_ft_yarn")["color"]
+    assert plots.style("irope (no temp)")["color"] != plots.style("irope")["color"], "a switch has its own colour"
+    assert plots.style("irope (no temp)")["ls"] != plots.style("irope")["ls"]
     assert plots.style("rope [seed2]") == plots.SEED_STYLE
     names = {r["variant"] for d in ("extrapolation.json", "retrieval.json") for r in _json(d)["rows"]}
     seen = {}
