@@ -1,4 +1,6 @@
-"""Speed and memory of the five position schemes, measured (tutorial 4.2 性能对比实验).
+"""Speed and memory of the five position schemes, measured (after section 4.2
+性能对比实验 of a related article, "从RoPE到ALiBi：手把手带你用PyTorch复现三种主流位置编码"; the
+tutorial has no benchmark).
 
 Per scheme and length T, batch 1, torch.no_grad, median of --repeats runs after --warmup,
 the schemes interleaved within every repetition so that a slow moment hits them all alike:
@@ -12,7 +14,7 @@ ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fa
 path keeps the formula's numbers is tests/test_benchmark.py's job, not this script's. Writes
 <results>/benchmark.md and benchmark.png (atomically) and prints the tables.
 
-Where this differs from the tutorial's run_benchmark: medians after a warm-up instead of one
+Where this differs from that article's run_benchmark: medians after a warm-up instead of one
 cold call, the peak-memory counter reset for every case, and memory measured on CPU too.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/

@@ -1,20 +1,18 @@
-"""Can a copy mixture teach our tiny models to copy within the main recipe? (issue: calibrate
-the copy family before training it.)
+"""Which copy mixtures make a tiny model copy within the main recipe's 1,100 steps, or within
+4x that (the *_4x rows, 4,400 steps)? The calibration behind the copy family's curriculum
+(copy_mixture.CopyRecipe; docs/long_context.md, "Calibrating the copy mixture").
 
-The retrieval test in long_context_test.py reads zero on every model, including rope_copy,
-which trained on a mixture with keys planted twice. Before training a whole `<scheme>_copy`
-family, this script asks whether ANY reasonable mixture makes the model copy within the
-main recipe's 1,100 steps, and (the *_4x rows, 4,400 steps) whether it does with 4x more.
-It trains RoPE (by default) once per mixture, with the recipe of train_compare.py (same
-learning rate, schedule, windows), and every 100 steps probes:
+It trains RoPE (by default) once per mixture (MIXTURES), with the recipe of train_compare.py
+(same learning rate, schedule, windows), the keys planted by copy_mixture.plant_window, and
+every 100 steps probes:
 
   own gain   on 32 validation windows planted like the training windows: the loss of
              characters 2..K of the first copy of each key minus that of its later copies
              (nats/char). A model that copies drives later copies toward 0 nats; one that
              does not pays for them what it pays for the first copy (gain 0).
   retrieval  long_context_test.retrieval(), the passkey of the retrieval table: a 10-letter
-             key at 32 and again at 32 + d (d = 32, 128, 200), gain over a control key and
-             greedy exact match, 32 trials each.
+             key at 32 and again at 32 + d (d = 32, 128, 200), copy gain over the paired
+             control window and greedy exact match, 32 trials each.
 
 Copying an arbitrary string needs an induction circuit: one head writes "the character
 before me" into each position, a second head matches that against the current character
@@ -22,14 +20,16 @@ and copies what follows (Olsson et al. 2022, "In-context learning and induction 
 It appears abruptly after a plateau; this script measures whether the plateau ends inside
 our budget.
 
-    python copy_calibration.py                        # every mixture: ~5 min each, ~18 for *_4x (~90 min)
+    python copy_calibration.py                        # every mixture: ~5 min each, ~18 for *_4x (~85 min)
     python copy_calibration.py --mixtures synthetic   # one of them
     python copy_calibration.py --quick                # smoke run under runs/quick/
     python copy_calibration.py --redraw               # table and figure from results/copy_calibration.json
 
 Each finished mixture's record and final weights stay in runs/copy_calibration/ (a rerun reuses
 them); its row and curves are merged into results/copy_calibration.json, so a run of some
-mixtures keeps the rows of the others.
+mixtures keeps the rows of the others. The rows committed there were probed with another passkey
+(keys from each mixture's own alphabet against an unplanted control key, its table says so);
+records of the two probes are never merged, so a new run writes to another --results.
 """
 import argparse
 import json
@@ -53,7 +53,8 @@ from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 @dataclass(frozen=True)
 class Mixture:
-    """One copy mixture: where keys come from and how they are planted (train_compare.plant_keys)."""
+    """One copy mixture: where keys come from and how they are planted (copy_mixture.plant_window,
+    which calls plant_keys)."""
     alphabet: str                 # a name in alphabets()
     key_len: tuple                # (min, max) characters per key
     frac: float = 1.0             # fraction of windows that get keys

@@ -30,25 +30,28 @@ VARIANTS = {
     # What 2024-2026 models ship (docs/current_models.md):
     "rope_partial25": {"pos": "rope", "partial_rotary_factor": 0.25},  # GPT-NeoX / Pythia: rotate 1/4 of each head
     "rope_p75": {"pos": "rope", "rope_p": 0.75},                        # p-RoPE: drop the lowest 25% of frequencies
-    # Every 4th layer without positions, every layer global: the model results/ calls `irope` until it
-    # is regenerated (rows named irope there are this variant, trained before the faithful irope below).
+    # Every 4th layer without positions, every layer global: SmolLM3's layout (no_rope_layer_interval=4,
+    # no sliding window). No rows in results/: the rows named irope there are the hybrid irope below.
     "irope_global": {"pos": "rope", "nope_every": 4},
-    # Hybrid layouts as they ship (tiny_lm.layer_roles), scaled to 4 layers and a training length of 256.
+    # Hybrid layouts after shipped models (tiny_lm.layer_roles), scaled to 4 layers and a training length of 256.
     # The local window is 64 = 1/4 of the training length: a line of verse (~40 characters) fits
     # in it, and the local RoPE layers never meet a distance beyond 63 at any context length, so
     # only the global layer can carry what lies further back.
-    #   irope, Llama 4 as shipped: RoPE layers attend within chunks (Llama 4: 8,192 tokens, here 64),
-    #   every 4th layer global without positions, its queries scaled by Llama 4's temperature tuning,
-    #   trained with it on (model.cfg.attn_temperature_tuning may be switched off at evaluation).
-    #   floor_scale is tied to the chunk as in Llama 4 (8,192 = 8,192) and attn_scale kept at 0.1:
-    #   the factor is 1 up to position 62, 1.16 at position 255 and 1.42 at 4,095.
+    #   irope, Llama 4 Scout's layout: RoPE layers attend within chunks (Llama 4: 8,192 tokens, 1/32 of
+    #   the 256K it was trained at; here 64), every 4th layer global without positions, its queries
+    #   scaled by Llama 4's temperature tuning, trained with it on (model.cfg.attn_temperature_tuning
+    #   may be switched off at evaluation). What Scout has and this lacks: an L2 norm on q and k after
+    #   RoPE on its RoPE layers (use_qk_norm; Hugging Face notes the 128E model has none) and a llama3
+    #   scaling on its RoPE layers. floor_scale is tied to the chunk as in Llama 4 (8,192 = 8,192) and
+    #   attn_scale kept at 0.1: the factor is 1 up to position 62, 1.16 at position 255 and 1.42 at 4,095.
     "irope": {"pos": "rope", "nope_every": 4, "attn_window": 64, "window_kind": "chunked", "global_every": 4,
               "attn_temperature_tuning": True, "temperature_floor": 64},
     #   gemma_hybrid, Gemma 4's layout: sliding-window RoPE layers at base 10k, and a global layer
     #   with p-RoPE (a quarter of the pairs turn, the fastest ones) at base 1M; 3 local to 1 global
-    #   (Gemma: 5 to 1, the global layer last). Gemma 4 rather than Gemma 3 (base 1M alone): with
-    #   three quarters of each global head free of positions it is the closer contrast to irope's
-    #   NoPE global layer, and it needs only options we already have (rope_p, rope_theta).
+    #   (Gemma 4 E2B, tests/hf_configs/gemma-4-e2b.json: 4 to 1, every 5th layer global). Gemma 4
+    #   rather than Gemma 3 (base 1M alone): with three quarters of each global head free of
+    #   positions it is the closer contrast to irope's NoPE global layer, and it needs only options
+    #   we already have (rope_p, rope_theta).
     "gemma_hybrid": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4,
                      "global_rope_theta": 1e6, "global_rope_p": 0.25},
 }
