@@ -16,7 +16,8 @@ non-overlapping windows cannot give (extrapolation_test.py gives that one).
    Each window is scored twice, as planted and as its paired control, where the first copy
    is replaced by K other letters and nothing else changes. Copy gain = the repeat's loss in
    the control minus its loss as planted (nats/char); exact match = greedy decoding gives all
-   K - 1 characters; per-character accuracy = the share it gets right. Uppercase letters
+   K - 1 characters, a share of windows with a Clopper-Pearson interval; per-character accuracy
+   = the share it gets right (bootstrap over windows, as the gain). Uppercase letters
    occur all through the plays (speaker names), so no model meets a character it never saw;
    distinct letters make a one-character lookup inside the key unambiguous.
    Models trained on plain Shakespeare never needed to copy; the copy family
@@ -44,21 +45,14 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_ALPHABETS, distinct_key, key_ids_of
-from eval_common import (add_common_flags, check_scalings, csv_text, eval_dirs, fail, find_checkpoints, int_list,
-                         is_repo_results, length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
-                         read_json, spread_blocks, sync_glance, sync_table, train_len_of)
+from eval_common import (add_common_flags, bootstrap_ci, check_scalings, csv_text, eval_dirs, fail, find_checkpoints,
+                         int_list, is_repo_results, length_setter, load_checked, load_eval_data, merge_rows,
+                         pair_scores, peak_rss_gib, read_json, share_ci, spread_blocks, sync_glance, sync_table,
+                         train_len_of)
 from variants import FINETUNES, VARIANTS, is_copy, order_of
 
 KEY_AT = 32  # where the first copy of the key starts (real text before it)
 COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
-
-
-def bootstrap_ci(x: torch.Tensor, n: int = 1000, seed: int = 0):
-    """95% percentile interval of the mean of x (N,) over resampled rows."""
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, x.numel(), (n, x.numel()), generator=g)
-    means = x[idx].mean(dim=1).sort().values
-    return means[int(0.025 * n)].item(), means[int(0.975 * n) - 1].item()
 
 
 # ----------------------------------------------------------------------------- 1. context use
@@ -120,7 +114,8 @@ def plant_trials(val_ids, d: int, K: int, n: int, key_ids, seed: int):
 def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, batch_tokens: int,
               set_length=None) -> list:
     """Per distance d: exact match, per-character accuracy and copy gain of the repeat, each with
-    a 95% bootstrap interval over trials. trials: an int, or a function d -> int.
+    a 95% interval over trials (eval_common.pair_scores: Clopper-Pearson for exact match, the
+    bootstrap for the other two). trials: an int, or a function d -> int.
     Scored: characters 2..K of the repeat (the first cannot be guessed), the targets of positions
     rep .. rep + K - 2. Exact match: the most likely next character is right at all K - 1 of them
     (the same as greedy decoding of the key, since every earlier character then is right too).
@@ -134,16 +129,8 @@ def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, bat
         bs = max(1, batch_tokens // planted.shape[1])
         loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
         c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
-        key = slice(rep, rep + K - 1)
-        gain = c_loss[:, key].mean(1) - loss[:, key].mean(1)                  # (n,)
-        exact, per_char = hit[:, key].all(1).float(), hit[:, key].float().mean(1)  # (n,) each
-        row = {"distance": d, "trials": n}
-        for name, x, k in (("exact", exact, 1), ("per_char", per_char, 2), ("gain", gain, 3)):
-            lo, hi = bootstrap_ci(x, seed=seed + d + k)
-            row.update({name: x.mean().item(), f"{name}_lo": lo, f"{name}_hi": hi})
-        row.update({"loss_repeat": loss[:, key].mean().item(), "loss_control": c_loss[:, key].mean().item(),
-                    "per_char_control": c_hit[:, key].float().mean().item()})
-        out.append(row)
+        cols = list(range(rep, rep + K - 1))  # the targets of characters 2..K of the repeat
+        out.append({"distance": d, "trials": n, **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)})
     return out
 
 
@@ -392,6 +379,25 @@ def context_tables(rows, meta):
 RETRIEVAL_MEASURES = (("exact", "Exact match, % [95% interval]", 100, "{:.0f}%"),
                       ("per_char", "Per-character accuracy, %", 100, "{:.0f}%"),
                       ("gain", "Copy gain, nats/char [95% interval]", 1, "{:+.2f}"))
+WINDOW_SHARES = ("exact", "successor")  # shares of windows: a count, so a Clopper-Pearson interval
+
+
+def interval(r: dict, m: str) -> tuple:
+    """The 95% interval of measure m of result row r: for a share of windows, Clopper-Pearson from
+    its count (r[m] x r["trials"]), so a file written with bootstrap intervals prints the same;
+    otherwise the bootstrap interval stored with it."""
+    return share_ci(r[m], r["trials"]) if m in WINDOW_SHARES else (r[f"{m}_lo"], r[f"{m}_hi"])
+
+
+def cell(r, m: str, scale: float, fmt: str, with_interval: bool = True) -> str:
+    """One table cell: the value of measure m of row r (None: "-"), with its interval in brackets."""
+    if r is None:
+        return "-"
+    text = fmt.format(scale * r[m])
+    if with_interval:
+        lo, hi = (fmt.format(scale * x).rstrip("%") for x in interval(r, m))
+        text += f" [{lo}, {hi}]"
+    return text
 
 
 def retrieval_tables(rows, meta):
@@ -409,17 +415,8 @@ def retrieval_tables(rows, meta):
         head = ["variant", "trained on"] + [f"d={d}" for d in ds]
         lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for n, v in by.items():
-            cells = []
-            for d in ds:
-                r = v["at"].get(d)
-                if r is None:
-                    cells.append("-")
-                    continue
-                cell = fmt.format(scale * r[m])
-                if m != "per_char":  # intervals for two of the three; all three are in the CSV and JSON
-                    lo, hi = (fmt.format(scale * r[f"{m}_{e}"]).rstrip("%") for e in ("lo", "hi"))
-                    cell += f" [{lo}, {hi}]"
-                cells.append(cell)
+            # intervals for two of the three; all three are in the JSON
+            cells = [cell(v["at"].get(d), m, scale, fmt, m != "per_char") for d in ds]
             trained = f"{'copy curriculum' if v['family'] == 'copy' else 'text'}, {v['train_len']}"
             lines.append("| " + " | ".join([n, trained] + cells) + " |")
         lines.append("")
@@ -430,8 +427,8 @@ def retrieval_tables(rows, meta):
               f"paired control window (the first copy replaced by {K} other letters, nothing else changed) minus "
               f"their loss in the planted window. {meta['trials']} windows per distance for text models, "
               f"{meta.get('copy_trials', meta['trials'])} for the copy family up to d = "
-              f"{meta.get('copy_trials_upto', 0)}; intervals: bootstrap over windows. 'trained on': the data and "
-              f"the training length."]
+              f"{meta.get('copy_trials_upto', 0)}; intervals: exact match Clopper-Pearson from its count of windows, "
+              f"copy gain bootstrap over windows. 'trained on': the data and the training length."]
     return wide, "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,8 @@
 """long_context_test.py, the copy mixture of train_compare.py and the evaluation span of
-extrapolation_test.py, each against an independent computation on tiny random models."""
+extrapolation_test.py, each against an independent computation on tiny random models; the
+exact-match intervals of issue 26."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -8,6 +11,7 @@ import extrapolation_test as ET
 import long_context_test as LC
 import tiny_lm
 from copy_mixture import copy_windows, key_ids_of
+from eval_common import clopper_pearson, share_ci
 from train_compare import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -244,3 +248,54 @@ def test_fixed_factor_scaling():
     assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
     assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
     assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"
+
+
+# ----------------------------------------------------------------------------- exact-match intervals (issue 26)
+
+def binom_tail_brute(k: int, n: int, p: float, upper: bool) -> float:
+    """P(X <= k) (upper=False) or P(X >= k) (upper=True) for X ~ Binomial(n, p), by plain summation
+    with integer binomial coefficients: independent of eval_common's lgamma sum."""
+    idx = range(k, n + 1) if upper else range(0, k + 1)
+    return float(sum(math.comb(n, i) * (p ** i) * ((1 - p) ** (n - i)) for i in idx))
+
+
+def test_clopper_pearson_against_known_values_and_its_definition():
+    lo, hi = clopper_pearson(0, 32)
+    assert lo == 0.0 and abs(hi - 0.10888) < 1e-5, f"0 of 32: ({lo}, {hi}), want (0, 0.10888)"
+    assert abs(hi - (1 - 0.025 ** (1 / 32))) < 1e-10, "k = 0 has the closed form 1 - (a/2)^(1/n)"
+    known = {(5, 10): (0.187086, 0.812914), (1, 10): (0.0025286, 0.445016), (9, 10): (0.554984, 0.997471),
+             (32, 32): (0.891119, 1.0)}  # R: binom.test(k, n)$conf.int
+    for (k, n), want in known.items():
+        got = clopper_pearson(k, n)
+        diff = max(abs(a - b) for a, b in zip(got, want))
+        assert diff < 2e-6, f"{k}/{n}: {got} vs {want} (diff {diff:.1e})"
+    for k, n in ((0, 7), (3, 7), (7, 7), (1, 128), (64, 128), (109, 128), (127, 128)):
+        lo, hi = clopper_pearson(k, n)
+        if k > 0:  # at the lower bound P(X >= k) = 2.5%
+            tail = binom_tail_brute(k, n, lo, upper=True)
+            assert abs(tail - 0.025) < 1e-7, f"{k}/{n}: P(X >= k | {lo:.6f}) = {tail:.8f}, want 0.025"
+        if k < n:  # at the upper bound P(X <= k) = 2.5%
+            tail = binom_tail_brute(k, n, hi, upper=False)
+            assert abs(tail - 0.025) < 1e-7, f"{k}/{n}: P(X <= k | {hi:.6f}) = {tail:.8f}, want 0.025"
+        mirror = clopper_pearson(n - k, n)
+        assert abs(lo - (1 - mirror[1])) < 1e-12 and abs(hi - (1 - mirror[0])) < 1e-12, f"{k}/{n} vs {n - k}/{n}"
+    with pytest.raises(ValueError):
+        clopper_pearson(5, 4)
+    assert share_ci(0.8516, 128) == clopper_pearson(109, 128)
+    with pytest.raises(ValueError, match="whole number"):
+        share_ci(0.5, 7)
+
+
+def test_tables_take_exact_match_intervals_from_the_count():
+    """retrieval_tables prints Clopper-Pearson from exact x trials, whatever exact_lo/hi the JSON holds."""
+    def row(v, d, exact, trials):
+        return {"variant": v, "family": "copy", "train_len": 256, "distance": d, "trials": trials, "exact": exact,
+                "exact_lo": 0.5, "exact_hi": 0.5, "per_char": 0.9, "per_char_lo": 0.8, "per_char_hi": 1.0,
+                "gain": 3.0, "gain_lo": 2.9, "gain_hi": 3.1}
+    rows = [row("rope_copy", 32, 0.0, 32), row("rope_copy", 64, 0.8516, 128)]
+    _, md = LC.retrieval_tables(rows, {"distances": [32, 64], "key_len": 10, "trials": 32, "copy_trials": 128,
+                                       "copy_trials_upto": 512})
+    lo, hi = clopper_pearson(109, 128)
+    want = f"| rope_copy | copy curriculum, 256 | 0% [0, 11] | 85% [{100 * lo:.0f}, {100 * hi:.0f}] |"
+    assert want in md, f"want {want!r} in\n{md}"
+    assert "Clopper-Pearson" in md
