@@ -20,7 +20,7 @@ from tqdm import tqdm
 import pos_rope
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from variants import ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of, run_dirs
+from variants import ALL_NAMES, COPY_OF, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of, run_dirs
 
 HERE = Path(__file__).resolve().parent
 
@@ -377,7 +377,7 @@ def copy_family_table(results: Path) -> str:
              "|" + "---|" * (5 + len(beyond))]
     for name, at in by.items():
         model = name.split("+")[0].split(" (")[0]  # a scaled or switched row: its checkpoint's ppl
-        twin = model.replace("_copy", "")
+        twin = COPY_OF.get(model) or model.replace("_copy", "")  # irope_copy_notemp: irope
         cells = [name, f"{ppl[model]:.2f}" if ppl.get(model) else "-",
                  f"{twin} {ppl[twin]:.2f}" if ppl.get(twin) else "-"]
         for key in ("exact", "per_char"):

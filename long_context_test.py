@@ -26,7 +26,7 @@ non-overlapping windows cannot give (extrapolation_test.py gives that one).
 Scaled RoPE rows (rope+X) set the factor from the total window length, as in the main table;
 rope+X@16 keeps the factor at 16 whatever the length (context use only). A row
 "<name> (no temp)" is a model trained with Llama 4's attention-temperature tuning, evaluated
-with it off.
+with it off; "<name> (temp on)" one trained without it (irope_copy_notemp), evaluated with it on.
 
     python long_context_test.py                 # every checkpoint in runs/main
     python long_context_test.py --quick         # after python train_compare.py --quick
@@ -222,22 +222,35 @@ def settings(args) -> dict:
     return s
 
 
-# An evaluation-time switch: the row "<checkpoint> (no temp)" is the checkpoint with Llama 4's
-# attention-temperature tuning off (trained with it on: variants.py, irope).
-NO_TEMP = " (no temp)"
+# Evaluation-time switches of Llama 4's attention-temperature tuning (variants.py, irope): the row
+# "<checkpoint> (no temp)" is a checkpoint trained with it, evaluated without; "<checkpoint> (temp on)"
+# one trained without it (a variant with a temperature_floor but the tuning off), evaluated with it.
+NO_TEMP, TEMP_ON = " (no temp)", " (temp on)"
+
+
+def switch_temperature(model, row: str) -> None:
+    """Set the temperature switch a row's name carries (read on every forward, tiny_lm.GPTConfig)."""
+    if row.endswith(NO_TEMP):
+        model.cfg.attn_temperature_tuning = False
+    elif row.endswith(TEMP_ON):
+        model.cfg.attn_temperature_tuning = True
 
 
 def make_jobs(names, s, only) -> list:
     """(row, checkpoint name, scaling or None, measures) in table order: text models get both
     measures, the copy family retrieval only; scaled rows: rope (context use, factor from the
     window and fixed), rope_copy (retrieval); a model trained with the temperature tuning also
-    gets a row with it switched off."""
+    gets a row with it switched off, one configured for it but trained without a row with it
+    switched on."""
     jobs = []
     for n in names:
+        cfg = VARIANTS.get(n, {})
         measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
         jobs.append((n, n, None, measures))
-        if VARIANTS.get(n, {}).get("attn_temperature_tuning"):
+        if cfg.get("attn_temperature_tuning"):
             jobs.append((n + NO_TEMP, n, None, measures))
+        elif cfg.get("temperature_floor"):
+            jobs.append((n + TEMP_ON, n, None, measures))
         if n == "rope":
             jobs += [(f"rope+{x}", n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
         if n == "rope_copy":
@@ -252,8 +265,7 @@ def measure_row(job, data, s, args, make, out) -> None:
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
     model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
-    if row.endswith(NO_TEMP):
-        model.cfg.attn_temperature_tuning = False  # read on every forward (tiny_lm.GPTConfig)
+    switch_temperature(model, row)
     L_train = train_len_of(ck)
     out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
     set_length = length_setter(model, scaling, L_train)

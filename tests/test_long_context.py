@@ -1,6 +1,7 @@
 """long_context_test.py, the copy mixture of train_compare.py and the evaluation span of
 extrapolation_test.py, each against an independent computation on tiny random models; the
-exact-match intervals of issue 26."""
+exact-match intervals and the temperature rows of issue 26."""
+import json
 import math
 
 import pytest
@@ -299,3 +300,59 @@ def test_tables_take_exact_match_intervals_from_the_count():
     want = f"| rope_copy | copy curriculum, 256 | 0% [0, 11] | 85% [{100 * lo:.0f}, {100 * hi:.0f}] |"
     assert want in md, f"want {want!r} in\n{md}"
     assert "Clopper-Pearson" in md
+
+
+# ----------------------------------------------------------------------------- the temperature's fair control
+
+def test_irope_copy_notemp_differs_only_in_the_temperature():
+    import dataclasses
+    import variants as V
+    kw = dict(vocab_size=len(VOCAB), n_layer=4, n_head=2, n_embd=16, max_len=512)
+    a, b = (V.build_variant(n, kw, V.TrainConfig(), 0, None)[0] for n in ("irope_copy", "irope_copy_notemp"))
+    ca, cb = dataclasses.asdict(a.cfg), dataclasses.asdict(b.cfg)
+    assert [k for k in ca if ca[k] != cb[k]] == ["attn_temperature_tuning"] and ca["attn_temperature_tuning"], (ca, cb)
+    assert V.is_copy("irope_copy_notemp") and "irope_copy_notemp" in V.FAMILIES["copy"]
+    assert V.COPY_OF["irope_copy_notemp"] == "irope", "trained on the copy curriculum for COPY_STEPS like irope_copy"
+    s = {"scalings": [], "fixed_scalings": [], "retrieval_scalings": []}
+    rows = [j[0] for j in LC.make_jobs(["irope_copy_notemp", "irope_copy", "irope_global"], s, "retrieval")]
+    assert rows == ["irope_global", "irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp",
+                    "irope_copy_notemp" + LC.TEMP_ON], rows
+
+
+def test_temp_on_row_switches_the_factor_on():
+    """The "(temp on)" row's model equals the plain one below the floor (factor exactly 1 before
+    position floor - 1) and differs beyond it; "(no temp)" switches it back off."""
+    import copy as copy_module
+    import variants as V
+    kw = dict(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, max_len=512)
+    plain = V.build_variant("irope_copy_notemp", kw, V.TrainConfig(), 0, None)[0].eval()
+    on = copy_module.deepcopy(plain)
+    LC.switch_temperature(on, "irope_copy_notemp" + LC.TEMP_ON)
+    assert on.cfg.attn_temperature_tuning and not plain.cfg.attn_temperature_tuning
+    floor = plain.cfg.temperature_floor
+    x = torch.randint(0, len(VOCAB), (2, 3 * floor))
+    with torch.no_grad():
+        a, b = plain(x).logits, on(x).logits                                      # (2, 3 floor, V) each
+    below = (a[:, :floor - 1] - b[:, :floor - 1]).abs().max().item()
+    beyond = (a[:, floor:] - b[:, floor:]).abs().amax(dim=(0, 2))                 # (2 floor,)
+    assert below == 0.0, f"below the floor the factor is 1, but the logits differ by {below:.2e}"
+    assert bool((beyond > 1e-6).all()), f"beyond the floor the factor changed nothing somewhere: {beyond.min():.2e}"
+    LC.switch_temperature(on, "irope_copy" + LC.NO_TEMP)
+    assert not on.cfg.attn_temperature_tuning
+
+
+def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
+    """copy_family_table reads irope_copy_notemp and its "(temp on)" row: the checkpoint's own ppl,
+    and irope as the text-trained counterpart (there is no irope_notemp)."""
+    from eval_common import copy_family_table
+    ex = [{"variant": n, "train_len": 256, "ppl_256": p} for n, p in
+          (("irope", 5.12), ("irope_copy", 5.55), ("irope_copy_notemp", 5.61))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
+    rows = [{"variant": v, "family": "copy", "distance": d, "exact": 0.5, "per_char": 0.9}
+            for v in ("irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp", "irope_copy_notemp" + LC.TEMP_ON)
+            for d in (32, 512)]
+    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    lines = {ln.split(" | ")[0][2:]: ln for ln in copy_family_table(tmp_path).splitlines()[2:] if ln.startswith("| ")}
+    assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
+    assert lines["irope_copy_notemp" + LC.TEMP_ON].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
+    assert lines["irope_copy" + LC.NO_TEMP].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
