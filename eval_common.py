@@ -1,8 +1,9 @@
 """What the evaluation scripts share (extrapolation_test, long_context_test, recipe_ablation,
 copy_calibration): where outputs go, finding and checking checkpoints, the training-free RoPE
 scalings, the validation blocks, the intervals the tables print (bootstrap; Clopper-Pearson for
-a share of windows), and the results files (CSV, merged JSON rows, tables kept in sync in the
-README and docs/).
+a share of windows), the passkey's scores in and outside the copy family's training format
+(pair_scores, format_retrieval), and the results files (CSV, merged JSON rows, tables kept in
+sync in the README and docs/).
 
 Per-position loss has one owner, tiny_lm.token_losses; output folders follow variants.run_dirs.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import copy_mixture
 import pos_rope
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
@@ -420,3 +422,37 @@ def pair_scores(loss, hit, c_loss, c_hit, cols: list, seed: int) -> dict:
     row.update({"loss_repeat": loss[:, cols].mean().item(), "loss_control": c_loss[:, cols].mean().item(),
                 "per_char_control": c_hit[:, cols].float().mean().item()})
     return row
+
+
+def format_retrieval(model, val_ids, vocab: str, fmt: str, distances, trials, key_ids, seed: int,
+                     batch_tokens: int, set_length=None) -> list:
+    """The passkey in format fmt (copy_mixture.FORMATS) at each distance d: one row of pair_scores
+    per d. trials: an int, or a function d -> int. Scored: key characters 2..K of the repeat (the
+    first cannot be guessed). The repeated-letter format also reports the character after the
+    letter's second occurrence ("successor": a lookup of what followed that letter before would
+    give what followed its first occurrence) apart from the other scored characters ("other")."""
+    f = copy_mixture.FORMATS[fmt]
+    K = f.key_len
+    verse = copy_mixture.verse_starts(val_ids, vocab, K) if f.verse else None
+    out = []
+    for d in distances:
+        n = trials(d) if callable(trials) else trials
+        planted, control, rep = copy_mixture.plant_format(val_ids, fmt, d, n, key_ids, seed, verse)  # (n, W + 1)
+        if set_length:
+            set_length(planted.shape[1] - 1)
+        bs = max(1, batch_tokens // planted.shape[1])
+        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
+        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
+        cols = list(range(rep, rep + K - 1))  # column t predicts window position t + 1: key characters 2..K
+        row = {"format": fmt, "distance": d, "trials": n, "scored": len(cols),
+               **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)}
+        if f.repeat_at:
+            succ = rep + f.repeat_at[1]  # predicts key position repeat_at[1] + 1 from the second occurrence
+            right = hit[:, succ]                                                       # (n,)
+            other = hit[:, [c for c in cols if c != succ]].float().mean(1)             # (n,)
+            s_lo, s_hi = clopper_pearson(int(right.sum()), n)
+            o_lo, o_hi = bootstrap_ci(other, seed=seed + d + 4)
+            row.update({"successor": right.float().mean().item(), "successor_lo": s_lo, "successor_hi": s_hi,
+                        "other": other.mean().item(), "other_lo": o_lo, "other_hi": o_hi})
+        out.append(row)
+    return out

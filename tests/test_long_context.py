@@ -1,8 +1,9 @@
 """long_context_test.py, the copy mixture of train_compare.py and the evaluation span of
 extrapolation_test.py, each against an independent computation on tiny random models; the
-exact-match intervals and the temperature rows of issue 26."""
+exact-match intervals, the passkey formats and the temperature rows of issue 26."""
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -11,8 +12,8 @@ import torch.nn.functional as F
 import extrapolation_test as ET
 import long_context_test as LC
 import tiny_lm
-from copy_mixture import copy_windows, key_ids_of
-from eval_common import clopper_pearson, share_ci
+from copy_mixture import FORMATS, REPEAT_AT, copy_windows, key_ids_of, plant_format, verse_starts
+from eval_common import clopper_pearson, format_retrieval, share_ci
 from train_compare import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -302,6 +303,152 @@ def test_tables_take_exact_match_intervals_from_the_count():
     assert "Clopper-Pearson" in md
 
 
+# ----------------------------------------------------------------------------- the passkey formats
+
+@pytest.fixture(scope="session")
+def val_text():
+    """(validation ids, vocabulary) of the default corpus."""
+    _, val, vocab = tiny_lm.load_corpus(None)
+    return tiny_lm.CharTokenizer(vocab).encode(val), vocab
+
+
+def copies_at(planted, control, K):
+    """Columns where any planted window differs from its control, and whether every window differs
+    at every one of the first copy's K places."""
+    differs = torch.nonzero((planted != control).any(0)).flatten().tolist()
+    everywhere = bool((planted[:, LC.KEY_AT:LC.KEY_AT + K] != control[:, LC.KEY_AT:LC.KEY_AT + K]).all())
+    return differs, everywhere
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_format_controls_differ_exactly_at_the_first_copy(fmt, val_text):
+    ids, vocab = val_text
+    key_ids, K = key_ids_of(vocab, "upper"), FORMATS[fmt].key_len
+    verse = verse_starts(ids, vocab, K) if FORMATS[fmt].verse else None
+    for d in (16, 128, 1024):
+        planted, control, rep = plant_format(ids, fmt, d, 12, key_ids, seed=5, verse=verse)
+        assert planted.shape == (12, LC.KEY_AT + d + K + 1) and rep == LC.KEY_AT + d
+        differs, everywhere = copies_at(planted, control, K)
+        assert differs == list(range(LC.KEY_AT, LC.KEY_AT + K)) and everywhere, \
+            f"{fmt}, d={d}: control differs at {differs}, want every window at exactly {LC.KEY_AT}..{LC.KEY_AT + K - 1}"
+        assert torch.equal(planted[:, LC.KEY_AT:LC.KEY_AT + K], planted[:, rep:rep + K]), "the repeat is not the key"
+        assert torch.equal(control[:, rep:rep + K], planted[:, rep:rep + K]), "the control's repeat changed"
+        same, _, _ = plant_format(ids, "in_format", d, 12, key_ids, seed=5)
+        assert torch.equal(same[:, :LC.KEY_AT], planted[:, :LC.KEY_AT]), "formats do not share their text windows"
+    with pytest.raises(ValueError, match="longest key"):
+        plant_format(ids, fmt, 15, 2, key_ids, seed=0, verse=verse)
+
+
+def test_repeated_letter_key_has_one_letter_twice(val_text):
+    ids, vocab = val_text
+    key_ids = key_ids_of(vocab, "upper")
+    planted, control, _ = plant_format(ids, "repeated_letter", 64, 40, key_ids, seed=1)
+    a, b = REPEAT_AT
+    assert (a, b) == (2, 6)
+    for key, fresh in zip(planted[:, LC.KEY_AT:LC.KEY_AT + 10], control[:, LC.KEY_AT:LC.KEY_AT + 10]):
+        for k in (key, fresh):
+            assert bool(torch.isin(k, key_ids).all()) and k.unique().numel() == 9, f"not 9 letters: {k.tolist()}"
+            pairs = [(i, j) for i in range(10) for j in range(i + 1, 10) if k[i] == k[j]]
+            assert pairs == [(a, b)], f"letters repeat at {pairs}, want only {(a, b)}: {k.tolist()}"
+        assert not bool(torch.isin(fresh, key).any()), "the control's first copy shares a letter with the key"
+
+
+def test_verse_spans_are_validation_text_from_elsewhere(val_text):
+    ids, vocab = val_text
+    K = FORMATS["verse"].key_len
+    planted, control, rep = plant_format(ids, "verse", 200, 10, key_ids_of(vocab, "upper"), seed=2,
+                                         verse=verse_starts(ids, vocab, K))
+    text = "".join(vocab[i] for i in ids.tolist())
+    for p, c in zip(planted, control):
+        window = "".join(vocab[i] for i in p[:LC.KEY_AT].tolist())
+        start = text.find(window)
+        assert start >= 0, "the window is not validation text"
+        for span in (p[LC.KEY_AT:LC.KEY_AT + K], c[LC.KEY_AT:LC.KEY_AT + K]):
+            s = "".join(vocab[i] for i in span.tolist())
+            at = [m.start() for m in re.finditer(re.escape(s), text)]
+            assert at, f"{s!r} is not validation text"
+            assert any(m + K <= start or m >= start + p.numel() for m in at), f"{s!r} comes from its own window"
+            assert "\n" not in s and sum(ch.islower() for ch in s) * 2 >= K and text[at[0] - 1] in " \n", s
+        assert bool((p[LC.KEY_AT:LC.KEY_AT + K] != c[LC.KEY_AT:LC.KEY_AT + K]).all()), "control span too alike"
+
+
+class PositionCopier(torch.nn.Module):
+    """Predicts, at position t, the character at t + 1 - d: copies by position from d back."""
+    def __init__(self, d: int, V: int):
+        super().__init__()
+        self.d, self.V, self.w = d, V, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        B, T = x.shape
+        logits = torch.zeros(B, T, self.V)
+        logits[:, self.d - 1:].scatter_(2, x[:, :T - self.d + 1, None], 5.0)  # column t: x[t + 1 - d], t >= d - 1
+        return tiny_lm.LMOutput(logits, None, None)
+
+
+class SuccessorCopier(torch.nn.Module):
+    """Predicts the character that followed the previous occurrence of the current one."""
+    def __init__(self, V: int):
+        super().__init__()
+        self.V, self.w = V, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        B, T = x.shape
+        logits = torch.zeros(B, T, self.V)
+        for b in range(B):
+            last = {}
+            for t in range(T):
+                if t > 0:
+                    last[int(x[b, t - 1])] = int(x[b, t])
+                logits[b, t, last.get(int(x[b, t]), 0)] = 5.0
+        return tiny_lm.LMOutput(logits, None, None)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_position_copier_gets_every_format(fmt, val_text):
+    ids, vocab = val_text
+    d = 40
+    rows = format_retrieval(PositionCopier(d, len(vocab)), ids, vocab, fmt, [d], 6, key_ids_of(vocab, "upper"),
+                            seed=0, batch_tokens=512)
+    r = rows[0]
+    assert r["exact"] == 1.0 and r["per_char"] == 1.0 and r["exact_lo"] > 0.5, r
+    # right as planted and wrong in the control at every scored place: the loss differs by the logit, 5
+    assert r["per_char_control"] == 0.0 and abs(r["gain"] - 5.0) < 1e-4, r
+    if fmt == "repeated_letter":
+        assert r["successor"] == 1.0 and r["other"] == 1.0, r
+
+
+def test_a_successor_copier_misses_the_repeated_letter(val_text):
+    ids, vocab = val_text
+    key_ids = key_ids_of(vocab, "upper")
+    text_ids = torch.tensor([i for i in ids.tolist() if vocab[i].islower() or vocab[i] in " \n"])[:20000]
+    r = format_retrieval(SuccessorCopier(len(vocab)), text_ids, vocab, "repeated_letter", [24], 5, key_ids, seed=0,
+                         batch_tokens=256)[0]
+    # at the second occurrence the letter last came before key position 3, so it predicts that: wrong;
+    # at the letter's first place in the repeat it last came before key position 7: wrong too; the other 7 right
+    assert r["successor"] == 0.0, r
+    assert abs(r["other"] - 7 / 8) < 1e-6 and abs(r["per_char"] - 7 / 9) < 1e-6 and r["exact"] == 0.0, r
+    assert format_retrieval(SuccessorCopier(len(vocab)), text_ids, vocab, "in_format", [24], 5, key_ids, seed=0,
+                            batch_tokens=256)[0]["exact"] == 1.0, "in format a successor lookup copies"
+
+
+def test_format_retrieval_matches_a_direct_computation(val_text):
+    ids, vocab = val_text
+    torch.manual_seed(4)
+    key_ids = key_ids_of(vocab, "upper")
+    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=len(vocab), n_layer=1, n_head=2, n_embd=16, pos="rope",
+                                             max_len=256)).eval()
+    r = format_retrieval(model, ids, vocab, "repeated_letter", [20], 7, key_ids, seed=3, batch_tokens=300)[0]
+    planted, control, rep = plant_format(ids, "repeated_letter", 20, 7, key_ids, seed=3)
+    with torch.no_grad():
+        pred = model(planted[:, :-1]).logits.argmax(-1)                       # (7, W)
+    right = pred[:, rep:rep + 9] == planted[:, rep + 1:rep + 10]              # key characters 2..10
+    assert r["per_char"] == pytest.approx(right.float().mean().item(), abs=1e-6)
+    assert r["successor"] == pytest.approx(right[:, REPEAT_AT[1]].float().mean().item(), abs=1e-6)
+    others = [j for j in range(9) if j != REPEAT_AT[1]]
+    assert r["other"] == pytest.approx(right[:, others].float().mean().item(), abs=1e-6)
+    assert (r["exact_lo"], r["exact_hi"]) == clopper_pearson(int(right.all(1).sum()), 7)
+
+
 # ----------------------------------------------------------------------------- the temperature's fair control
 
 def test_irope_copy_notemp_differs_only_in_the_temperature():
@@ -356,3 +503,47 @@ def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
     assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
     assert lines["irope_copy_notemp" + LC.TEMP_ON].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
     assert lines["irope_copy" + LC.NO_TEMP].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
+
+
+# ----------------------------------------------------------------------------- the formats' results files
+
+@pytest.fixture(scope="session")
+def quick_ckpts(tmp_path_factory, val_text):
+    """Random --quick-sized rope_copy and alibi_copy checkpoints on the default corpus: what
+    long_context_test.main loads (no training: the files, merges and tables are under test)."""
+    from dataclasses import asdict
+    import variants as V
+    _, vocab = val_text
+    train, val, _ = tiny_lm.load_corpus(None)
+    d = tmp_path_factory.mktemp("formats_ck")
+    for name in ("rope_copy", "alibi_copy"):
+        model = V.build_variant(name, {"vocab_size": len(vocab), **V.QUICK_MODEL}, V.TrainConfig(), 0, None)[0]
+        extra = {"train_config": asdict(V.TrainConfig(**V.QUICK_TRAIN)), "variant": name, "data": "copy",
+                 "corpus": tiny_lm.corpus_fingerprint(train + val)}
+        tiny_lm.save_checkpoint(d / f"{name}.pt", model, vocab, 0, {}, extra)
+    return d
+
+
+def test_quick_formats_run_writes_merges_and_redraws(quick_ckpts, tmp_path):
+    res = tmp_path / "res"
+    run = lambda *a: LC.main(["--quick", "--ckpt-dir", str(quick_ckpts), "--results", str(res), "--only", "formats",
+                              *a])
+    assert run("--variants", "rope_copy") == 0
+    files = [res / f"retrieval_formats.{e}" for e in ("json", "csv", "md")]
+    assert all(f.is_file() for f in files) and not (res / "retrieval.json").exists(), sorted(res.iterdir())
+    data = json.loads(files[0].read_text())
+    n_d = len(data["meta"]["format_distances"])
+    assert len(data["rows"]) == 2 * len(FORMATS) * n_d, "rope_copy and rope_copy+yarn, each format and distance"
+    md = files[2].read_text()
+    assert md.count("| rope_copy+yarn | verse |") == 3 and "| rope_copy |" in md, md
+    assert run("--variants", "alibi_copy") == 0
+    rows = json.loads(files[0].read_text())["rows"]
+    assert {r["variant"] for r in rows} == {"rope_copy", "rope_copy+yarn", "alibi_copy"}, "rows of a run stay"
+    before = [f.read_text() for f in files]
+    with pytest.raises(SystemExit) as e:
+        run("--variants", "alibi_copy", "--format-trials", "4")
+    assert e.value.code == 2 and [f.read_text() for f in files] == before, "other settings must not merge"
+    files[1].unlink()
+    files[2].unlink()
+    assert LC.main(["--redraw", "--results", str(res)]) == 0
+    assert [f.read_text() for f in files] == before, "--redraw does not give back the same tables"
