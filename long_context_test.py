@@ -295,7 +295,7 @@ def rounded(r: dict) -> dict:
 
 def measure_row(job, data, s, args, make, out) -> None:
     """Run one row's measures; appends to out["context"], out["per_span"], out["retrieval"],
-    out["formats"]."""
+    out["formats"], and adds each measure's seconds to out["seconds"]."""
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
     model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
@@ -304,16 +304,19 @@ def measure_row(job, data, s, args, make, out) -> None:
     out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
     set_length = length_setter(model, scaling, L_train)
     copy = is_copy(name)
+    t = time.perf_counter()
     if "context" in measures:
         per_span = context_use(model, val_ids, s["contexts"], s["T"], s["spans"], args.batch_tokens, set_length)
         out["context"].append(summarize_context(row, per_span, s["contexts"], s["short"], args.seed))
         out["per_span"][row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
+        t = lap(out, "context", t)
     if "retrieval" in measures:
         trials = (lambda d: s["copy_trials"] if d <= COPY_TRIALS_UPTO else s["trials"]) if copy else s["trials"]
         for r in retrieval(model, val_ids, s["distances"], s["K"], trials, key_ids, args.seed, args.batch_tokens,
                            set_length):
             out["retrieval"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
                                      **rounded(r)})
+        t = lap(out, "retrieval", t)
     if "formats" in measures:
         trials = lambda d: s["format_trials"] if d <= COPY_TRIALS_UPTO else s["format_trials"] // 2
         for fmt in FORMATS:
@@ -321,6 +324,14 @@ def measure_row(job, data, s, args, make, out) -> None:
                                       args.batch_tokens, set_length):
                 out["formats"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
                                        **rounded(r)})
+        lap(out, "formats", t)
+
+
+def lap(out: dict, measure: str, t0: float) -> float:
+    """Add the seconds since t0 to out["seconds"][measure]; returns now."""
+    now = time.perf_counter()
+    out["seconds"][measure] = out["seconds"].get(measure, 0.0) + now - t0
+    return now
 
 
 def main(argv=None) -> int:
@@ -347,7 +358,8 @@ def main(argv=None) -> int:
         fail(f"{e}; or use --only context")
     longest = max(cs[-1] + T, KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY))
     data = (device, val_ids, vocab, fingerprint, key_ids, longest)
-    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set()}
+    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
+           "seconds": {}}
     t0, row_seconds = time.perf_counter(), {}
     for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         t_row = time.perf_counter()
@@ -379,8 +391,8 @@ FIGURES = ("context_use", "retrieval")  # the files with a figure (plots.<name>)
 
 def save(results: Path, meta: dict, out: dict) -> list:
     """Merge this run's rows into results/context_use.json, retrieval.json and
-    retrieval_formats.json (rows of other checkpoints stay), write them, and redraw their tables
-    and figures. Returns the names written."""
+    retrieval_formats.json (rows of other checkpoints stay; meta["runs"] records each run that
+    wrote rows still there), write them, and redraw their tables and figures. Returns the names written."""
     results.mkdir(parents=True, exist_ok=True)
     written = []
     for name, key in MEASURE_OF.items():
@@ -389,15 +401,18 @@ def save(results: Path, meta: dict, out: dict) -> list:
             continue
         old = read_json(results / f"{name}.json")
         m = dict(meta)
+        runs = [run_record(meta, out, key, rows)]
         if old:
             changed = [k for k in SAME[name] if old["meta"].get(k) != meta[k]]
             if changed:
                 fail(f"{results}/{name}.json was made with other {', '.join(changed)}; use the same settings to add "
                      f"rows to it, or another --results")
+            runs = merge_runs(old, rows) + runs
             rows = merge_rows(old["rows"], rows)
             m["row_seconds"] = {**old["meta"].get("row_seconds", {}), **meta["row_seconds"]}
             m["train_len"] = min(old["meta"]["train_len"], meta["train_len"])
             per_span = None if per_span is None else {**old["per_span_loss"], **per_span}
+        m["runs"] = runs
         data = {"meta": m, "rows": rows}
         if per_span is not None:
             data["per_span_loss"] = {r["variant"]: per_span[r["variant"]] for r in rows}
@@ -405,6 +420,31 @@ def save(results: Path, meta: dict, out: dict) -> list:
         written.append(name)
     redraw(results, written)
     return written
+
+
+def run_record(meta: dict, out: dict, measure: str, rows: list) -> dict:
+    """What one run wrote into one results file: its rows, the seconds spent on this measure and
+    on the whole run, its peak resident memory, torch version and date."""
+    return {"rows": list(dict.fromkeys(r["variant"] for r in rows)),
+            "seconds": round(out["seconds"].get(measure, 0.0), 1), "run_seconds": meta["seconds"],
+            "peak_rss_gib": meta["peak_rss_gib"], "torch": meta["torch"], "checkpoints": meta["checkpoints"],
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def merge_runs(old: dict, new_rows: list) -> list:
+    """The run records of an existing results file, each cut to the rows this run does not replace,
+    runs left with none dropped. A file written before runs were recorded gets one record for the
+    rows it holds, with the seconds and memory its meta kept (those of its last run)."""
+    fresh = {r["variant"] for r in new_rows}
+    runs = old["meta"].get("runs")
+    if runs is None:
+        m = old["meta"]
+        runs = [{"rows": list(dict.fromkeys(r["variant"] for r in old["rows"])), "seconds": None,
+                 "run_seconds": m.get("seconds"), "peak_rss_gib": m.get("peak_rss_gib"), "torch": m.get("torch"),
+                 "checkpoints": m.get("checkpoints"), "date": None,
+                 "note": "written before runs were recorded: run_seconds and peak_rss_gib are its last run's"}]
+    kept = [dict(r, rows=[v for v in r["rows"] if v not in fresh]) for r in runs]
+    return [r for r in kept if r["rows"]]
 
 
 def redraw(results: Path, which=tuple(MEASURE_OF)) -> int:

@@ -4,6 +4,7 @@ exact-match intervals, the passkey formats and the temperature rows of issue 26.
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -534,11 +535,19 @@ def test_quick_formats_run_writes_merges_and_redraws(quick_ckpts, tmp_path):
     data = json.loads(files[0].read_text())
     n_d = len(data["meta"]["format_distances"])
     assert len(data["rows"]) == 2 * len(FORMATS) * n_d, "rope_copy and rope_copy+yarn, each format and distance"
+    assert [r["rows"] for r in data["meta"]["runs"]] == [["rope_copy", "rope_copy+yarn"]]
     md = files[2].read_text()
     assert md.count("| rope_copy+yarn | verse |") == 3 and "| rope_copy |" in md, md
+    # a file written before runs were recorded: its rows get one record from its meta
+    del data["meta"]["runs"]
+    files[0].write_text(json.dumps(data))
     assert run("--variants", "alibi_copy") == 0
-    rows = json.loads(files[0].read_text())["rows"]
-    assert {r["variant"] for r in rows} == {"rope_copy", "rope_copy+yarn", "alibi_copy"}, "rows of a run stay"
+    runs = json.loads(files[0].read_text())["meta"]["runs"]
+    assert [r["rows"] for r in runs] == [["rope_copy", "rope_copy+yarn"], ["alibi_copy"]] and "note" in runs[0], runs
+    assert run("--variants", "rope_copy") == 0  # replaces the old record's rows: that record goes
+    runs = json.loads(files[0].read_text())["meta"]["runs"]
+    assert [r["rows"] for r in runs] == [["alibi_copy"], ["rope_copy", "rope_copy+yarn"]], runs
+    assert all(r["seconds"] >= 0 and r["peak_rss_gib"] > 0 and r["date"] for r in runs), runs
     before = [f.read_text() for f in files]
     with pytest.raises(SystemExit) as e:
         run("--variants", "alibi_copy", "--format-trials", "4")
@@ -547,3 +556,17 @@ def test_quick_formats_run_writes_merges_and_redraws(quick_ckpts, tmp_path):
     files[2].unlink()
     assert LC.main(["--redraw", "--results", str(res)]) == 0
     assert [f.read_text() for f in files] == before, "--redraw does not give back the same tables"
+
+
+def test_committed_retrieval_json_without_runs_redraws_and_merges():
+    """results/retrieval.json predates meta["runs"]: its tables still build (exact match's interval
+    from its count), and a partial run merged into it keeps one record for the rows it had."""
+    path = Path(__file__).resolve().parent.parent / "results" / "retrieval.json"
+    old = json.loads(path.read_text())
+    if "runs" in old["meta"]:
+        pytest.skip("results/retrieval.json was regenerated with run records")
+    wide, md = LC.retrieval_tables(old["rows"], old["meta"])
+    assert len(wide) == len({r["variant"] for r in old["rows"]}) and "Clopper-Pearson" in md
+    runs = LC.merge_runs(old, [{"variant": "rope_copy"}])
+    assert len(runs) == 1 and runs[0]["run_seconds"] == old["meta"]["seconds"] and "note" in runs[0], runs
+    assert "rope_copy" not in runs[0]["rows"] and "alibi_copy" in runs[0]["rows"], runs[0]["rows"]
