@@ -570,3 +570,15 @@ def test_committed_retrieval_json_without_runs_redraws_and_merges():
     runs = LC.merge_runs(old, [{"variant": "rope_copy"}])
     assert len(runs) == 1 and runs[0]["run_seconds"] == old["meta"]["seconds"] and "note" in runs[0], runs
     assert "rope_copy" not in runs[0]["rows"] and "alibi_copy" in runs[0]["rows"], runs[0]["rows"]
+
+
+def test_bad_format_settings_exit_2_before_any_work(quick_ckpts, tmp_path, capsys):
+    base = ["--quick", "--ckpt-dir", str(quick_ckpts), "--results", str(tmp_path / "r"), "--variants", "rope_copy"]
+    for extra, words in ((["--only", "formats", "--format-distances", "8,20"], "at least 16"),
+                         (["--only", "formats", "--format-trials", "1"], "--format-trials must be at least 2"),
+                         (["--only", "context"], "nothing to measure")):
+        with pytest.raises(SystemExit) as e:
+            LC.main(base + extra)
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and words in err and "\n" not in err, (extra, err)
+    assert not (tmp_path / "r").exists(), "a refused run wrote results"
