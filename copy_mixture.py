@@ -20,6 +20,9 @@ a lowercase one occurs once in the 4.5M training characters, so a key's first le
 word says "a key starts here" (the passkey's "the pass key is"). With lowercase keys, the letter
 before the first scored character occurs a dozen times between two copies, and greedy decoding
 of that character guesses.
+
+The last section plants the passkey of the evaluation in formats the copy family never trained
+(FORMATS, plant_format): long_context_test.py --only formats, scored by eval_common.format_retrieval.
 """
 from dataclasses import dataclass
 
@@ -180,3 +183,96 @@ def curriculum_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int
                        recipe.max_gap, distinct=True)
         return seq[:, :-1], seq[:, 1:]
     return batch
+
+
+# ----------------------------------------------------------------------------- passkeys outside the training format
+
+KEY_AT = 32  # where a passkey's first copy starts in its window (real text before it)
+REPEAT_AT = (2, 6)  # the repeated-letter format: the 0-based key positions of the letter written twice
+
+
+@dataclass(frozen=True)
+class KeyFormat:
+    """One format of the passkey: what its first copy and repeat are made of."""
+    key_len: int
+    what: str
+    repeat_at: tuple = None  # 0-based key positions holding the same letter (None: all letters distinct)
+    verse: bool = False      # a span of validation text instead of letters
+
+
+# The copy family trained on keys of 8-16 distinct uppercase letters (COPY_RECIPE); only the first is its own.
+FORMATS = {
+    "in_format": KeyFormat(10, "10 distinct uppercase letters (the copy curriculum's own format)"),
+    "short": KeyFormat(5, "5 distinct uppercase letters (the curriculum's keys have 8-16)"),
+    "repeated_letter": KeyFormat(10, "10 uppercase letters, the same one at key positions 2 and 6 (0-based), "
+                                     "the other 8 distinct", REPEAT_AT),
+    "verse": KeyFormat(16, "16 characters of verse from elsewhere in the validation text", verse=True),
+}
+LONGEST_KEY = max(f.key_len for f in FORMATS.values())
+
+
+def letter_pair(f: KeyFormat, key_ids: torch.Tensor, g: torch.Generator) -> tuple:
+    """(key, fresh), each (K,): a key of format f and the control's first copy, with the same pattern
+    (the same positions repeat a letter) and no letter of the key."""
+    pattern = []  # pattern[j]: which of the m distinct letters sits at key position j
+    for j in range(f.key_len):
+        pattern.append(pattern[f.repeat_at[0]] if f.repeat_at and j == f.repeat_at[1] else len(set(pattern)))
+    m = len(set(pattern))
+    both = distinct_key(key_ids, 2 * m, g)  # 2m different letters: the key's m, then the fresh copy's m
+    idx = torch.tensor(pattern)
+    return both[:m][idx], both[m:][idx]
+
+
+def verse_starts(val_ids: torch.Tensor, vocab: str, n: int) -> torch.Tensor:
+    """Starts of the n-character spans of verse in val_ids: each starts a word (after a space or a
+    newline), stays inside one line (no newline) and is at least half lowercase letters, which
+    leaves out speaker names and headings."""
+    ids_of = lambda chars: torch.tensor([i for i, c in enumerate(vocab) if c in chars], dtype=torch.long)
+    nl = torch.isin(val_ids, ids_of("\n")).long()                                      # (N,)
+    lower = torch.isin(val_ids, ids_of([c for c in vocab if c.islower()])).long()       # (N,)
+    # counts over the span val_ids[p:p + n] from cumulative sums: c[p + n] - c[p], for p = 0 .. N - n
+    c_nl = torch.cat([torch.zeros(1, dtype=torch.long), nl.cumsum(0)])
+    c_low = torch.cat([torch.zeros(1, dtype=torch.long), lower.cumsum(0)])
+    ok = (c_nl[n:] - c_nl[:-n] == 0) & (2 * (c_low[n:] - c_low[:-n]) >= n)             # (N - n + 1,)
+    ok[1:] &= torch.isin(val_ids[:-n], ids_of(" \n"))  # the character before p ends a word
+    ok[0] = False
+    return torch.nonzero(ok).flatten()
+
+
+def verse_pair(val_ids: torch.Tensor, starts: torch.Tensor, n: int, window: tuple, g: torch.Generator) -> tuple:
+    """(key, fresh), each (n,): two spans of verse from outside window = (a, b), the positions of
+    val_ids the planted window was cut from, that differ at every one of their n places."""
+    a, b = window
+    outside = starts[(starts + n <= a) | (starts >= b)]
+    pick = lambda: int(outside[int(torch.randint(0, outside.numel(), (1,), generator=g))])
+    key = val_ids[pick():][:n]
+    for _ in range(200):
+        fresh = val_ids[pick():][:n]
+        if bool((fresh != key).all()):
+            return key.clone(), fresh.clone()
+    raise ValueError(f"found no span of verse that differs from {key.tolist()} at every place")
+
+
+def plant_format(val_ids: torch.Tensor, fmt: str, d: int, n: int, key_ids: torch.Tensor, seed: int,
+                 verse: torch.Tensor = None) -> tuple:
+    """n windows of validation text with a key of format fmt (FORMATS) at KEY_AT and again at
+    KEY_AT + d, and their paired controls: the first copy replaced by one of the same format that
+    differs from it at every place, nothing else changed. Every format draws the same text windows
+    at a distance (the starts leave room for the longest key), so formats differ only in what is
+    planted. verse: verse_starts(..., K), for the verse format.
+    Returns (planted (n, W + 1), control (n, W + 1), repeat_start), W = KEY_AT + d + K."""
+    f = FORMATS[fmt]
+    K = f.key_len
+    if d < LONGEST_KEY:
+        raise ValueError(f"the repeat must start after the longest key ends: d >= {LONGEST_KEY}, got {d}")
+    W, rep = KEY_AT + d + K, KEY_AT + d
+    g = torch.Generator().manual_seed(seed * 7919 + d)
+    starts = torch.randint(0, val_ids.numel() - (KEY_AT + d + LONGEST_KEY) - 1, (n,), generator=g).tolist()
+    g_key = torch.Generator().manual_seed((seed * 7919 + d) * 31 + 1 + list(FORMATS).index(fmt))
+    planted = torch.stack([val_ids[s:s + W + 1] for s in starts]).clone()  # (n, W + 1)
+    control = planted.clone()
+    for s, p, c in zip(starts, planted, control):
+        key, fresh = verse_pair(val_ids, verse, K, (s, s + W + 1), g_key) if f.verse else letter_pair(f, key_ids, g_key)
+        p[KEY_AT:KEY_AT + K], p[rep:rep + K] = key, key
+        c[KEY_AT:KEY_AT + K], c[rep:rep + K] = fresh, key
+    return planted, control, rep

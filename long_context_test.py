@@ -1,4 +1,4 @@
-"""Does a model USE the long context, or only survive it? Two measures that perplexity of
+"""Does a model USE the long context, or only survive it? Measures that perplexity of
 non-overlapping windows cannot give (extrapolation_test.py gives that one).
 
 1. Context use (fixed targets). The same 256-character target spans, spread over the whole
@@ -16,20 +16,31 @@ non-overlapping windows cannot give (extrapolation_test.py gives that one).
    Each window is scored twice, as planted and as its paired control, where the first copy
    is replaced by K other letters and nothing else changes. Copy gain = the repeat's loss in
    the control minus its loss as planted (nats/char); exact match = greedy decoding gives all
-   K - 1 characters; per-character accuracy = the share it gets right. Uppercase letters
+   K - 1 characters, a share of windows with a Clopper-Pearson interval; per-character accuracy
+   = the share it gets right (bootstrap over windows, as the gain). Uppercase letters
    occur all through the plays (speaker names), so no model meets a character it never saw;
    distinct letters make a one-character lookup inside the key unambiguous.
    Models trained on plain Shakespeare never needed to copy; the copy family
    (`train_compare.py --variants copy`) was trained so that copying pays.
 
+3. Retrieval outside the training format (--only formats; the copy models that copy, FORMAT_ROWS).
+   The passkey above is the copy curriculum's own format (distinct uppercase letters, keys of
+   8-16). The same measure on formats the family never trained (copy_mixture.FORMATS): 10
+   distinct letters (in format, re-measured), 5 distinct letters, 10 letters with one letter
+   twice (the character after its second occurrence reported apart: a lookup of what followed
+   that letter before gives the wrong one), and 16 characters of verse from elsewhere in the
+   validation text. Each with its paired control that differs only in the first copy.
+
 Scaled RoPE rows (rope+X) set the factor from the total window length, as in the main table;
 rope+X@16 keeps the factor at 16 whatever the length (context use only). A row
 "<name> (no temp)" is a model trained with Llama 4's attention-temperature tuning, evaluated
-with it off.
+with it off; "<name> (temp on)" one trained without it (irope_copy_notemp), evaluated with it on.
 
     python long_context_test.py                 # every checkpoint in runs/main
     python long_context_test.py --quick         # after python train_compare.py --quick
+    python long_context_test.py --only formats  # results/retrieval_formats.*, the FORMAT_ROWS found
     python long_context_test.py --redraw        # tables and figures from results/context_use.json, retrieval.json
+                                                # and retrieval_formats.json
 
 A run of some checkpoints merges its rows into the results already there (same settings only).
 """
@@ -43,22 +54,16 @@ import torch
 from tqdm import tqdm
 
 import tiny_lm
-from copy_mixture import COPY_RECIPE, KEY_ALPHABETS, distinct_key, key_ids_of
-from eval_common import (add_common_flags, check_scalings, csv_text, eval_dirs, fail, find_checkpoints, int_list,
-                         is_repo_results, length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib,
-                         read_json, spread_blocks, sync_glance, sync_table, train_len_of)
+from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, distinct_key, key_ids_of
+from eval_common import (add_common_flags, bootstrap_ci, check_scalings, csv_text, eval_dirs, fail, find_checkpoints,
+                         format_retrieval, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
+                         merge_rows, pair_scores, peak_rss_gib, read_json, share_ci, spread_blocks, sync_glance,
+                         sync_table, train_len_of)
 from variants import FINETUNES, VARIANTS, is_copy, order_of
 
-KEY_AT = 32  # where the first copy of the key starts (real text before it)
 COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
-
-
-def bootstrap_ci(x: torch.Tensor, n: int = 1000, seed: int = 0):
-    """95% percentile interval of the mean of x (N,) over resampled rows."""
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, x.numel(), (n, x.numel()), generator=g)
-    means = x[idx].mean(dim=1).sort().values
-    return means[int(0.025 * n)].item(), means[int(0.975 * n) - 1].item()
+# The rows measured on passkeys outside the training format (--only formats): the copy models that copy.
+FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn")
 
 
 # ----------------------------------------------------------------------------- 1. context use
@@ -120,7 +125,8 @@ def plant_trials(val_ids, d: int, K: int, n: int, key_ids, seed: int):
 def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, batch_tokens: int,
               set_length=None) -> list:
     """Per distance d: exact match, per-character accuracy and copy gain of the repeat, each with
-    a 95% bootstrap interval over trials. trials: an int, or a function d -> int.
+    a 95% interval over trials (eval_common.pair_scores: Clopper-Pearson for exact match, the
+    bootstrap for the other two). trials: an int, or a function d -> int.
     Scored: characters 2..K of the repeat (the first cannot be guessed), the targets of positions
     rep .. rep + K - 2. Exact match: the most likely next character is right at all K - 1 of them
     (the same as greedy decoding of the key, since every earlier character then is right too).
@@ -134,16 +140,8 @@ def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, bat
         bs = max(1, batch_tokens // planted.shape[1])
         loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
         c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
-        key = slice(rep, rep + K - 1)
-        gain = c_loss[:, key].mean(1) - loss[:, key].mean(1)                  # (n,)
-        exact, per_char = hit[:, key].all(1).float(), hit[:, key].float().mean(1)  # (n,) each
-        row = {"distance": d, "trials": n}
-        for name, x, k in (("exact", exact, 1), ("per_char", per_char, 2), ("gain", gain, 3)):
-            lo, hi = bootstrap_ci(x, seed=seed + d + k)
-            row.update({name: x.mean().item(), f"{name}_lo": lo, f"{name}_hi": hi})
-        row.update({"loss_repeat": loss[:, key].mean().item(), "loss_control": c_loss[:, key].mean().item(),
-                    "per_char_control": c_hit[:, key].float().mean().item()})
-        out.append(row)
+        cols = list(range(rep, rep + K - 1))  # the targets of characters 2..K of the repeat
+        out.append({"distance": d, "trials": n, **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)})
     return out
 
 
@@ -168,7 +166,9 @@ def parse_args(argv=None):
     p.add_argument("--variants", default=None, help="comma-separated checkpoints, or a family of "
                                                     "train_compare.py (copy, current, theta) (default: every one "
                                                     "found)")
-    p.add_argument("--only", choices=["context", "retrieval"], default=None, help="run one of the two measures")
+    p.add_argument("--only", choices=["context", "retrieval", "formats"], default=None,
+                   help="run one of the three measures (formats: the passkey outside the copy family's training "
+                        f"format, for {', '.join(FORMAT_ROWS)} only)")
     p.add_argument("--contexts", default=None, help="visible contexts c before the targets, increasing "
                                                     "(default 0,64,192,448,960,1984,3840; 0,16,48,112 with --quick)")
     p.add_argument("--target-len", type=int, default=None, help="characters per target span (default 256; 32 "
@@ -192,6 +192,12 @@ def parse_args(argv=None):
                    help=f"planted windows per distance for the copy family at d <= {COPY_TRIALS_UPTO}, where "
                         f"windows are short (default 128: an exact match of 50%% then has an interval of about "
                         f"+-9 points, against +-17 with 32; 8 with --quick)")
+    p.add_argument("--format-distances", default=None,
+                   help=f"distances d of the passkey formats, increasing, each at least {LONGEST_KEY} (default "
+                        f"32,128,200,512,1024; 24,48,96 with --quick)")
+    p.add_argument("--format-trials", type=int, default=None,
+                   help=f"windows per format and distance up to d = {COPY_TRIALS_UPTO}, half as many beyond "
+                        f"(default 128; 8 with --quick)")
     p.add_argument("--scalings", default="linear,ntk,ntk(4s),ntk(16s),yarn,llama3,longrope",
                    help="training-free scalings applied to rope for context use, one row each, the factor set "
                         "from the whole window; dynamic is left out by default because a whole window equals ntk")
@@ -219,7 +225,10 @@ def settings(args) -> dict:
          "K": args.key_len, "alphabet": KEY_ALPHABETS[args.key_alphabet],
          "short": args.short if args.short is not None else (16 if q else 192),
          "scalings": check_scalings(args.scalings), "fixed_scalings": check_scalings(args.fixed_scalings),
-         "retrieval_scalings": check_scalings(args.retrieval_scalings)}
+         "retrieval_scalings": check_scalings(args.retrieval_scalings),
+         "format_distances": int_list(args.format_distances or ("24,48,96" if q else "32,128,200,512,1024"),
+                                      "--format-distances"),
+         "format_trials": args.format_trials or (8 if q else 128)}
     if s["short"] not in s["contexts"][:-1]:
         fail(f"--short must be one of the --contexts below the longest, got {s['short']} (contexts {s['contexts']})")
     if min(s["T"], s["spans"], s["trials"], s["copy_trials"]) < 1 or s["K"] < 2:
@@ -229,58 +238,100 @@ def settings(args) -> dict:
         fail(f"--key-len {s['K']} needs 2 x {s['K']} distinct letters (the key and the control's fresh key), "
              f"but --key-alphabet {args.key_alphabet} has {len(s['alphabet'])}; use --key-len "
              f"{len(s['alphabet']) // 2} or less")
+    if s["format_trials"] < 2 or s["format_distances"][0] < LONGEST_KEY:
+        fail(f"--format-trials must be at least 2 and --format-distances at least {LONGEST_KEY} (the longest key), "
+             f"got {s['format_trials']} and {s['format_distances'][0]}")
     if s["distances"][0] < s["K"]:
         fail(f"the repeat must start after the key ends: the shortest distance must be at least --key-len "
              f"{s['K']}, got {s['distances'][0]}")
     return s
 
 
-# An evaluation-time switch: the row "<checkpoint> (no temp)" is the checkpoint with Llama 4's
-# attention-temperature tuning off (trained with it on: variants.py, irope).
-NO_TEMP = " (no temp)"
+# Evaluation-time switches of Llama 4's attention-temperature tuning (variants.py, irope): the row
+# "<checkpoint> (no temp)" is a checkpoint trained with it, evaluated without; "<checkpoint> (temp on)"
+# one trained without it (a variant with a temperature_floor but the tuning off), evaluated with it.
+NO_TEMP, TEMP_ON = " (no temp)", " (temp on)"
+
+
+def switch_temperature(model, row: str) -> None:
+    """Set the temperature switch a row's name carries (read on every forward, tiny_lm.GPTConfig)."""
+    if row.endswith(NO_TEMP):
+        model.cfg.attn_temperature_tuning = False
+    elif row.endswith(TEMP_ON):
+        model.cfg.attn_temperature_tuning = True
 
 
 def make_jobs(names, s, only) -> list:
-    """(row, checkpoint name, scaling or None, measures) in table order: text models get both
-    measures, the copy family retrieval only; scaled rows: rope (context use, factor from the
-    window and fixed), rope_copy (retrieval); a model trained with the temperature tuning also
-    gets a row with it switched off."""
+    """(row, checkpoint name, scaling or None, measures) in table order: text models get context
+    use and retrieval, the copy family retrieval, and FORMAT_ROWS the passkey formats too; scaled
+    rows: rope (context use, factor from the window and fixed), rope_copy (retrieval; +yarn also
+    the formats); a model trained with the temperature tuning also gets a row with it switched off,
+    one configured for it but trained without a row with it switched on."""
     jobs = []
     for n in names:
+        cfg = VARIANTS.get(n, {})
         measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
-        jobs.append((n, n, None, measures))
-        if VARIANTS.get(n, {}).get("attn_temperature_tuning"):
+        jobs.append((n, n, None, measures | ({"formats"} if n in FORMAT_ROWS else set())))
+        if cfg.get("attn_temperature_tuning"):
             jobs.append((n + NO_TEMP, n, None, measures))
+        elif cfg.get("temperature_floor"):
+            jobs.append((n + TEMP_ON, n, None, measures))
         if n == "rope":
             jobs += [(f"rope+{x}", n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
-        if n == "rope_copy":
-            jobs += [(f"rope_copy+{x}", n, x, {"retrieval"}) for x in s["retrieval_scalings"]]
+        if n == "rope_copy":  # rows of --retrieval-scalings, and those of FORMAT_ROWS whatever that says
+            extra = [r.partition("+")[2] for r in FORMAT_ROWS if r.startswith("rope_copy+")]
+            for x in dict.fromkeys(s["retrieval_scalings"] + extra):
+                jobs.append((f"rope_copy+{x}", n, x, ({"retrieval"} if x in s["retrieval_scalings"] else set())
+                             | ({"formats"} if f"rope_copy+{x}" in FORMAT_ROWS else set())))
     if only:
         jobs = [(r, n, x, m & {only}) for r, n, x, m in jobs]
     return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))
 
 
+def rounded(r: dict) -> dict:
+    """A result row with its floats at 4 decimals (the JSON's precision)."""
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
+
+
 def measure_row(job, data, s, args, make, out) -> None:
-    """Run one row's measures; appends to out["context"], out["per_span"], out["retrieval"]."""
+    """Run one row's measures; appends to out["context"], out["per_span"], out["retrieval"],
+    out["formats"], and adds each measure's seconds to out["seconds"]."""
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
     model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
-    if row.endswith(NO_TEMP):
-        model.cfg.attn_temperature_tuning = False  # read on every forward (tiny_lm.GPTConfig)
+    switch_temperature(model, row)
     L_train = train_len_of(ck)
     out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
     set_length = length_setter(model, scaling, L_train)
+    copy = is_copy(name)
+    t = time.perf_counter()
     if "context" in measures:
         per_span = context_use(model, val_ids, s["contexts"], s["T"], s["spans"], args.batch_tokens, set_length)
         out["context"].append(summarize_context(row, per_span, s["contexts"], s["short"], args.seed))
         out["per_span"][row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
+        t = lap(out, "context", t)
     if "retrieval" in measures:
-        copy = is_copy(name)
         trials = (lambda d: s["copy_trials"] if d <= COPY_TRIALS_UPTO else s["trials"]) if copy else s["trials"]
         for r in retrieval(model, val_ids, s["distances"], s["K"], trials, key_ids, args.seed, args.batch_tokens,
                            set_length):
             out["retrieval"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
-                                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}})
+                                     **rounded(r)})
+        t = lap(out, "retrieval", t)
+    if "formats" in measures:
+        trials = lambda d: s["format_trials"] if d <= COPY_TRIALS_UPTO else s["format_trials"] // 2
+        for fmt in FORMATS:
+            for r in format_retrieval(model, val_ids, vocab, fmt, s["format_distances"], trials, key_ids, args.seed,
+                                      args.batch_tokens, set_length):
+                out["formats"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
+                                       **rounded(r)})
+        lap(out, "formats", t)
+
+
+def lap(out: dict, measure: str, t0: float) -> float:
+    """Add the seconds since t0 to out["seconds"][measure]; returns now."""
+    now = time.perf_counter()
+    out["seconds"][measure] = out["seconds"].get(measure, 0.0) + now - t0
+    return now
 
 
 def main(argv=None) -> int:
@@ -290,25 +341,35 @@ def main(argv=None) -> int:
         return redraw(results)
     names = find_checkpoints(ckpt_dir, args.variants, make)
     s = settings(args)
+    jobs = make_jobs(names, s, args.only)
+    if not jobs:
+        fail(f"nothing to measure: --only {args.only} has no row among {','.join(names)} (formats: "
+             f"{', '.join(FORMAT_ROWS)}; context use: the text-trained models)")
     device, val_ids, vocab, fingerprint = load_eval_data(args)
-    cs, ds, T, K = s["contexts"], s["distances"], s["T"], s["K"]
-    if cs[-1] + s["spans"] * T + 1 > val_ids.numel() or KEY_AT + ds[-1] + K + 2 > val_ids.numel():
+    cs, ds, T, K, fd = s["contexts"], s["distances"], s["T"], s["K"], s["format_distances"]
+    if cs[-1] + s["spans"] * T + 1 > val_ids.numel() or KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY) + 2 > \
+            val_ids.numel():
         fail(f"the validation text has {val_ids.numel():,} characters, too few for a context of {cs[-1]} "
-             f"plus {T} targets or a distance of {ds[-1]}; use smaller --contexts / --distances")
+             f"plus {T} targets or a distance of {max(ds[-1], fd[-1])}; use smaller --contexts / --distances / "
+             f"--format-distances")
     try:
         key_ids = key_ids_of(vocab, args.key_alphabet) if args.only != "context" else None
     except tiny_lm.CorpusError as e:
         fail(f"{e}; or use --only context")
-    data = (device, val_ids, vocab, fingerprint, key_ids, max(cs[-1] + T, KEY_AT + ds[-1] + K))
-    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "train_lens": set()}
+    longest = max(cs[-1] + T, KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY))
+    data = (device, val_ids, vocab, fingerprint, key_ids, longest)
+    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
+           "seconds": {}}
     t0, row_seconds = time.perf_counter(), {}
-    for job in tqdm(make_jobs(names, s, args.only), desc="checkpoints", file=sys.stderr):
+    for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         t_row = time.perf_counter()
         measure_row(job, data, s, args, make, out)
         row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
     meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
             "key_len": K, "key_alphabet": s["alphabet"], "trials": s["trials"], "copy_trials": s["copy_trials"],
             "copy_trials_upto": COPY_TRIALS_UPTO, "seed": args.seed, "checkpoints": str(ckpt_dir),
+            "format_distances": fd, "format_trials": s["format_trials"], "key_at": KEY_AT, "repeat_at": list(REPEAT_AT),
+            "formats": {f: FORMATS[f].what for f in FORMATS},
             "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
             "peak_rss_gib": round(peak_rss_gib(), 3), "train_len": min(out["train_lens"]), "torch": torch.__version__}
     written = save(results, meta, out)
@@ -321,29 +382,37 @@ def main(argv=None) -> int:
 
 # The settings two runs must share for their rows to stand in one table.
 SAME = {"context_use": ("contexts", "target_len", "spans", "short", "seed"),
-        "retrieval": ("distances", "key_len", "key_alphabet", "trials", "copy_trials", "seed")}
+        "retrieval": ("distances", "key_len", "key_alphabet", "trials", "copy_trials", "seed"),
+        "retrieval_formats": ("format_distances", "format_trials", "formats", "key_alphabet", "key_at", "repeat_at",
+                              "seed")}
+MEASURE_OF = {"context_use": "context", "retrieval": "retrieval", "retrieval_formats": "formats"}  # file -> out key
+FIGURES = ("context_use", "retrieval")  # the files with a figure (plots.<name>)
 
 
 def save(results: Path, meta: dict, out: dict) -> list:
-    """Merge this run's rows into results/context_use.json and retrieval.json (rows of other
-    checkpoints stay), write them, and redraw their tables and figures. Returns the names written."""
-    new = {"context_use": (out["context"], out["per_span"]), "retrieval": (out["retrieval"], None)}
+    """Merge this run's rows into results/context_use.json, retrieval.json and
+    retrieval_formats.json (rows of other checkpoints stay; meta["runs"] records each run that
+    wrote rows still there), write them, and redraw their tables and figures. Returns the names written."""
     results.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, (rows, per_span) in new.items():
+    for name, key in MEASURE_OF.items():
+        rows, per_span = out[key], (out["per_span"] if key == "context" else None)
         if not rows:
             continue
         old = read_json(results / f"{name}.json")
         m = dict(meta)
+        runs = [run_record(meta, out, key, rows)]
         if old:
             changed = [k for k in SAME[name] if old["meta"].get(k) != meta[k]]
             if changed:
                 fail(f"{results}/{name}.json was made with other {', '.join(changed)}; use the same settings to add "
                      f"rows to it, or another --results")
+            runs = merge_runs(old, rows) + runs
             rows = merge_rows(old["rows"], rows)
             m["row_seconds"] = {**old["meta"].get("row_seconds", {}), **meta["row_seconds"]}
             m["train_len"] = min(old["meta"]["train_len"], meta["train_len"])
             per_span = None if per_span is None else {**old["per_span_loss"], **per_span}
+        m["runs"] = runs
         data = {"meta": m, "rows": rows}
         if per_span is not None:
             data["per_span_loss"] = {r["variant"]: per_span[r["variant"]] for r in rows}
@@ -353,19 +422,47 @@ def save(results: Path, meta: dict, out: dict) -> list:
     return written
 
 
-def redraw(results: Path, which=("context_use", "retrieval")) -> int:
+def run_record(meta: dict, out: dict, measure: str, rows: list) -> dict:
+    """What one run wrote into one results file: its rows, the seconds spent on this measure and
+    on the whole run, its peak resident memory, torch version and date."""
+    return {"rows": list(dict.fromkeys(r["variant"] for r in rows)),
+            "seconds": round(out["seconds"].get(measure, 0.0), 1), "run_seconds": meta["seconds"],
+            "peak_rss_gib": meta["peak_rss_gib"], "torch": meta["torch"], "checkpoints": meta["checkpoints"],
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def merge_runs(old: dict, new_rows: list) -> list:
+    """The run records of an existing results file, each cut to the rows this run does not replace,
+    runs left with none dropped. A file written before runs were recorded gets one record for the
+    rows it holds, with the seconds and memory its meta kept (those of its last run)."""
+    fresh = {r["variant"] for r in new_rows}
+    runs = old["meta"].get("runs")
+    if runs is None:
+        m = old["meta"]
+        runs = [{"rows": list(dict.fromkeys(r["variant"] for r in old["rows"])), "seconds": None,
+                 "run_seconds": m.get("seconds"), "peak_rss_gib": m.get("peak_rss_gib"), "torch": m.get("torch"),
+                 "checkpoints": m.get("checkpoints"), "date": None,
+                 "note": "written before runs were recorded: run_seconds and peak_rss_gib are its last run's"}]
+    kept = [dict(r, rows=[v for v in r["rows"] if v not in fresh]) for r in runs]
+    return [r for r in kept if r["rows"]]
+
+
+def redraw(results: Path, which=tuple(MEASURE_OF)) -> int:
     """The CSV, markdown and figure of each measure from its JSON alone; the tables in the README
     and docs/ follow when results/ is the repository's."""
     import plots
     found = [n for n in which if (results / f"{n}.json").exists()]
     if not found:
-        fail(f"no {results}/context_use.json or retrieval.json to redraw from; run python long_context_test.py first")
+        fail(f"no {results}/context_use.json, retrieval.json or retrieval_formats.json to redraw from; run python "
+             f"long_context_test.py first")
+    tables = {"context_use": context_tables, "retrieval": retrieval_tables, "retrieval_formats": formats_tables}
     for name in found:
         data = read_json(results / f"{name}.json")
-        csv_rows, table = (context_tables if name == "context_use" else retrieval_tables)(data["rows"], data["meta"])
+        csv_rows, table = tables[name](data["rows"], data["meta"])
         tiny_lm.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
         tiny_lm.atomic_write_text(results / f"{name}.md", table)
-        getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
+        if name in FIGURES:
+            getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
         sync_table(name, table, results)
     if is_repo_results(results):
         sync_glance(results)
@@ -392,6 +489,25 @@ def context_tables(rows, meta):
 RETRIEVAL_MEASURES = (("exact", "Exact match, % [95% interval]", 100, "{:.0f}%"),
                       ("per_char", "Per-character accuracy, %", 100, "{:.0f}%"),
                       ("gain", "Copy gain, nats/char [95% interval]", 1, "{:+.2f}"))
+WINDOW_SHARES = ("exact", "successor")  # shares of windows: a count, so a Clopper-Pearson interval
+
+
+def interval(r: dict, m: str) -> tuple:
+    """The 95% interval of measure m of result row r: for a share of windows, Clopper-Pearson from
+    its count (r[m] x r["trials"]), so a file written with bootstrap intervals prints the same;
+    otherwise the bootstrap interval stored with it."""
+    return share_ci(r[m], r["trials"]) if m in WINDOW_SHARES else (r[f"{m}_lo"], r[f"{m}_hi"])
+
+
+def cell(r, m: str, scale: float, fmt: str, with_interval: bool = True) -> str:
+    """One table cell: the value of measure m of row r (None: "-"), with its interval in brackets."""
+    if r is None:
+        return "-"
+    text = fmt.format(scale * r[m])
+    if with_interval:
+        lo, hi = (fmt.format(scale * x).rstrip("%") for x in interval(r, m))
+        text += f" [{lo}, {hi}]"
+    return text
 
 
 def retrieval_tables(rows, meta):
@@ -409,17 +525,8 @@ def retrieval_tables(rows, meta):
         head = ["variant", "trained on"] + [f"d={d}" for d in ds]
         lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for n, v in by.items():
-            cells = []
-            for d in ds:
-                r = v["at"].get(d)
-                if r is None:
-                    cells.append("-")
-                    continue
-                cell = fmt.format(scale * r[m])
-                if m != "per_char":  # intervals for two of the three; all three are in the CSV and JSON
-                    lo, hi = (fmt.format(scale * r[f"{m}_{e}"]).rstrip("%") for e in ("lo", "hi"))
-                    cell += f" [{lo}, {hi}]"
-                cells.append(cell)
+            # intervals for two of the three; all three are in the JSON
+            cells = [cell(v["at"].get(d), m, scale, fmt, m != "per_char") for d in ds]
             trained = f"{'copy curriculum' if v['family'] == 'copy' else 'text'}, {v['train_len']}"
             lines.append("| " + " | ".join([n, trained] + cells) + " |")
         lines.append("")
@@ -430,8 +537,50 @@ def retrieval_tables(rows, meta):
               f"paired control window (the first copy replaced by {K} other letters, nothing else changed) minus "
               f"their loss in the planted window. {meta['trials']} windows per distance for text models, "
               f"{meta.get('copy_trials', meta['trials'])} for the copy family up to d = "
-              f"{meta.get('copy_trials_upto', 0)}; intervals: bootstrap over windows. 'trained on': the data and "
-              f"the training length."]
+              f"{meta.get('copy_trials_upto', 0)}; intervals: exact match Clopper-Pearson from its count of windows, "
+              f"copy gain bootstrap over windows. 'trained on': the data and the training length."]
+    return wide, "\n".join(lines) + "\n"
+
+
+FORMAT_MEASURES = (("per_char", "Per-character accuracy, % [95% interval]", 100, "{:.0f}%"),
+                   ("gain", "Copy gain, nats/char [95% interval]", 1, "{:+.2f}"),
+                   ("exact", "Exact match, % [95% interval]", 100, "{:.0f}%"))
+
+
+def formats_tables(rows, meta):
+    """(CSV rows: one per variant and format, each measure per distance; markdown: one table per
+    measure, then the repeated letter's two kinds of character) of the passkey formats."""
+    ds, formats, by = meta["format_distances"], list(meta["formats"]), {}
+    for r in sorted(rows, key=lambda r: (order_of(r["variant"]), formats.index(r["format"]))):
+        by.setdefault((r["variant"], r["format"]), {"train_len": r["train_len"], "at": {}})["at"][r["distance"]] = r
+    measures = [m for m, *_ in FORMAT_MEASURES] + ["successor", "other"]
+    wide = [{"variant": n, "format": f, "train_len": v["train_len"],
+             **{f"{m}_{d}": v["at"][d].get(m, "") if d in v["at"] else "" for m in measures for d in ds}}
+            for (n, f), v in by.items()]
+    head = ["variant", "format"] + [f"d={d}" for d in ds]
+    lines = []
+    for m, title, scale, fmt in FORMAT_MEASURES:
+        lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join([n, f] + [cell(v["at"].get(d), m, scale, fmt) for d in ds]) + " |"
+                  for (n, f), v in by.items()]
+        lines.append("")
+    a, b = meta["repeat_at"]
+    lines += [f"**Repeated letter: the character after the letter's second occurrence, % [95% interval] / the "
+              f"other scored characters, %**", "", "| " + " | ".join(["variant"] + head[2:]) + " |",
+              "|" + "---|" * (len(head) - 1)]
+    lines += ["| " + " | ".join([n] + [f"{cell(v['at'].get(d), 'successor', 100, '{:.0f}%')} / "
+                                       f"{cell(v['at'].get(d), 'other', 100, '{:.0f}%', False)}" for d in ds]) + " |"
+              for (n, f), v in by.items() if f == "repeated_letter"]
+    upto, trials = meta["copy_trials_upto"], meta["format_trials"]
+    lines += ["", "Formats: " + "; ".join(f"{f}: {what}" for f, what in meta["formats"].items()) + ". "
+              f"The first copy at position {meta['key_at']} of a window of validation text, the repeat d characters "
+              f"later (every format at a distance in the same windows); the paired control replaces the first copy "
+              f"by one of the same format that differs at every place, nothing else changed. Scored: characters "
+              f"2..K of the repeat. Repeated letter: the letter at key positions {a} and {b} (0-based); the character "
+              f"after its second occurrence (position {b + 1}) cannot be had by looking up what followed that letter "
+              f"before (that gives position {a + 1}). {trials} windows per format and distance up to d = {upto}, "
+              f"{trials // 2} beyond. Intervals: Clopper-Pearson from the count of windows for exact match and the "
+              f"repeated letter's character, bootstrap over windows otherwise."]
     return wide, "\n".join(lines) + "\n"
 
 

@@ -58,8 +58,13 @@ VARIANTS = {
 # The copy family: the same models trained on the copy curriculum (copy_mixture.curriculum_windows,
 # COPY_RECIPE) for COPY_STEPS steps instead of TrainConfig.steps, so that copying pays during
 # training (docs/long_context.md). A separate command: train_compare.py --variants copy.
-COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi", "irope", "gemma_hybrid")}
+COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi", "irope")}
+# The fair control of Llama 4's temperature: irope_copy trained with the tuning off (irope_copy was
+# trained with it on, so its "(no temp)" row switches off a factor the weights were trained with).
+COPY_OF["irope_copy_notemp"] = "irope"
+COPY_OF["gemma_hybrid_copy"] = "gemma_hybrid"
 VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
+VARIANTS["irope_copy_notemp"] = {**VARIANTS["irope"], "attn_temperature_tuning": False}
 COPY_STEPS = 2400  # same lr, warm-up and cosine shape as the main recipe, stretched over 2,400 steps
 
 
@@ -82,7 +87,7 @@ DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear",
 # --variants accepts these names for the extra commands of the README.
 FAMILIES = {
     "theta": ["rope_theta10", "rope_theta1e6"],
-    "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy",
+    "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy", "irope_copy_notemp",
              "gemma_hybrid_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
     "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
 }
