@@ -58,7 +58,7 @@ DASHES = {
     "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),
     "llama3": (0, (3, 1, 1, 1)), "longrope": (0, (8, 1.5, 1, 1.5)),
     # evaluation switches: the learned table clamped at its last row; irope with its temperature off
-    "clamped": (0, (1, 3)), "no temp": (0, (2, 3)),
+    "clamped": (0, (1, 3)), "no temp": (0, (2, 3)), "temp on": (0, (5, 1.5, 1, 1.5)),
 }
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
@@ -71,7 +71,8 @@ def parse(name: str) -> dict:
     """Split a row name into what the rule reads: "rope_copy_ft_yarn" -> base rope, scaling yarn,
     fine-tuned, copy; "rope+ntk(4s)" -> base rope, scaling ntk(4s); "rope+yarn@16" -> scaling
     yarn at a fixed factor; "rope [seed1]" -> seed; "learned (clamped)", "irope_copy (no temp)"
-    -> an evaluation switch (clamped, no temp)."""
+    -> an evaluation switch (clamped, no temp); "irope_copy_notemp (temp on)" -> base irope, trained
+    with the temperature off (notemp), switched on (temp on)."""
     seed = " [" in name
     base, _, scaling = name.split(" [")[0].partition("+")
     switch = ""
@@ -79,11 +80,13 @@ def parse(name: str) -> dict:
         base, _, switch = base[:-1].partition(" (")
     copy = "_copy" in base
     base = base.replace("_copy", "")
+    notemp = base.endswith("_notemp")  # trained with Llama 4's temperature off: irope's fair control
+    base = base.removesuffix("_notemp")
     finetuned = "_ft" in base
     if finetuned:  # rope_ft_yarn, rope_ft_none, alibi_ft: parent and the scaling it was tuned with
         base, _, kind = base.partition("_ft")
         scaling = kind.lstrip("_").replace("none", "")
-    return {"base": base, "scaling": scaling, "finetuned": finetuned, "copy": copy,
+    return {"base": base, "scaling": scaling, "finetuned": finetuned, "copy": copy, "notemp": notemp,
             "clamped": switch == "clamped", "switch": switch, "fixed": "@" in scaling, "seed": seed}
 
 
@@ -98,7 +101,7 @@ def style(name: str) -> dict:
     elif scaling:
         color = _colour(scaling)
     else:
-        color = _colour(p["base"])
+        color = _colour(p["base"] + ("_notemp" if p["notemp"] else ""))
     ls = DASHES[p["switch"]] if p["switch"] else DASHES.get(scaling, "-")
     if p["switch"]:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)

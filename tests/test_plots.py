@@ -155,6 +155,9 @@ def test_the_rule():
     assert plots.style("rope_ft_none")["color"] != plots.style("rope_ft_yarn")["color"]
     assert plots.style("irope (no temp)")["color"] != plots.style("irope")["color"], "a switch has its own colour"
     assert plots.style("irope (no temp)")["ls"] != plots.style("irope")["ls"]
+    four = ["irope_copy", "irope_copy (no temp)", "irope_copy_notemp", "irope_copy_notemp (temp on)"]
+    assert {plots._group(n) for n in four} == {"copy_hybrid"}, "the temperature's four rows share one panel"
+    assert len({plots.style(n)["color"] for n in four}) == 4, [plots.style(n) for n in four]
     assert plots.style("rope [seed2]") == plots.SEED_STYLE
     names = {r["variant"] for d in ("extrapolation.json", "retrieval.json") for r in _json(d)["rows"]}
     seen = {}
