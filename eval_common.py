@@ -75,7 +75,8 @@ def check_writable(folder: Path, flag: str) -> None:
         fail(f"{flag} {folder}: cannot write in {probe} ({e.strerror or e}); pass a folder you can write to")
 
 
-def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fallback: Path = None) -> tuple:
+def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fallback: Path = None,
+                            flag: str = "--results") -> tuple:
     """(folder to write, note or None) by the rule that only real runs write the repository's
     results/: when results is that folder and a checkpoint ({path: checkpoint dict}, the name its
     file stem) is not a real run of its variant (variants.real_run_mismatch), the output goes to
@@ -89,7 +90,7 @@ def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fa
             continue
         why = f"{path} is not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
         if explicit:
-            raise ValueError(f"{why}, and results/ holds only real runs; pass another --results, or leave it "
+            raise ValueError(f"{why}, and results/ holds only real runs; pass another {flag}, or leave it "
                              f"out to write beside the checkpoints")
         fallback = Path(fallback) if fallback else Path(path).parent / "results"
         return fallback, f"note: {why}: writing to {fallback}/ instead of results/"
