@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import csv_text, fail, json_to_redraw, read_json, spread_blocks, sync_table
+from eval_common import (check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks,
+                         sync_table)
 from long_context_test import retrieval
 from tiny_lm import GPTConfig, TinyLM
 from train_compare import random_windows, train
@@ -163,7 +164,10 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's, 1100)")
     p.add_argument("--out", default=None, help="one JSON per finished mixture; a rerun skips those "
                                                "(default runs/copy_calibration, runs/quick/copy_calibration with --quick)")
-    p.add_argument("--results", default=None, help="output folder (default results/, runs/quick/results with --quick)")
+    p.add_argument("--results", default=None,
+                   help="output folder (default results/, runs/quick/results with --quick, <out>/results for any "
+                        "run that is not the real one (other --steps or --pos): results/ holds only real runs, "
+                        "so an explicit --results results is then refused)")
     p.add_argument("--force", action="store_true", help="retrain mixtures that already have a JSON in --out")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe windows and keys")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
@@ -210,6 +214,34 @@ def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
     return rec
 
 
+def output_folder(args, names, base: TrainConfig, mcfg: dict, results: Path, out: Path) -> Path:
+    """The folder this run writes, checked before any training: results/ holds only real runs
+    (each mixture trained as `python copy_calibration.py` trains it: the default rope model, the
+    mixture's own schedule), so another run writes <out>/results (with a note) or, given
+    --results results explicitly, is refused. Both folders must be writable, and a results file
+    already there must hold rows of this passkey."""
+    real = argparse.Namespace(quick=False, steps=None)
+    diff = [f"model={mcfg} (real run: {{'pos': 'rope'}})"] if mcfg != {"pos": "rope"} else []
+    for name in names:
+        tc, real_tc = mixture_setup(name, args, base)[1], mixture_setup(name, real, TrainConfig())[1]
+        diff += [f"{name} {k}={v} (real run: {getattr(real_tc, k)})" for k, v in asdict(tc).items()
+                 if v != getattr(real_tc, k)]
+    if diff and is_repo_results(results):
+        why = f"not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
+        if args.results:
+            fail(f"{why}, and results/ holds only real runs; pass another --results, or leave it out to write "
+                 f"under {out}/results")
+        results = out / "results"
+        print(f"note: {why}: writing to {results}/ instead of results/", file=sys.stderr)
+    old = read_json(results / "copy_calibration.json")
+    if old and old.get("passkey") != PASSKEY:
+        fail(f"{results}/copy_calibration.json holds rows probed with an earlier passkey; write this run's "
+             f"rows elsewhere with --results (it probes with {PASSKEY})")
+    check_writable(out, "--out")
+    check_writable(results, "--results")
+    return results
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     q = args.quick
@@ -218,7 +250,9 @@ def main(argv=None) -> int:
     out = Path(args.out or runs_dir / "copy_calibration")
     results = Path(args.results or results_dir)
     if args.redraw:
+        check_writable(results, "--results")
         return redraw(results, args.pos, 4 if q else 32)
+    results = output_folder(args, names, base, mcfg, results, out)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
