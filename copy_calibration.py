@@ -214,18 +214,24 @@ def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
     return rec
 
 
-def output_folder(args, names, base: TrainConfig, mcfg: dict, results: Path, out: Path) -> Path:
-    """The folder this run writes, checked before any training: results/ holds only real runs
-    (each mixture trained as `python copy_calibration.py` trains it: the default rope model, the
-    mixture's own schedule), so another run writes <out>/results (with a note) or, given
-    --results results explicitly, is refused. Both folders must be writable, and a results file
-    already there must hold rows of this passkey."""
+def real_run_changes(args, names, base: TrainConfig, mcfg: dict) -> list:
+    """How this run differs from the real one, in which `python copy_calibration.py` trains each
+    mixture: the default rope model, the mixture's own schedule. [] if it is the real run."""
     real = argparse.Namespace(quick=False, steps=None)
     diff = [f"model={mcfg} (real run: {{'pos': 'rope'}})"] if mcfg != {"pos": "rope"} else []
     for name in names:
         tc, real_tc = mixture_setup(name, args, base)[1], mixture_setup(name, real, TrainConfig())[1]
         diff += [f"{name} {k}={v} (real run: {getattr(real_tc, k)})" for k, v in asdict(tc).items()
                  if v != getattr(real_tc, k)]
+    return diff
+
+
+def output_folder(args, names, base: TrainConfig, mcfg: dict, results: Path, out: Path) -> Path:
+    """The folder this run writes, checked before any training: results/ holds only real runs
+    (real_run_changes), so another run writes <out>/results (with a note) or, given --results
+    results explicitly, is refused. Both folders must be writable, and a results file already
+    there must hold rows of this passkey."""
+    diff = real_run_changes(args, names, base, mcfg)
     if diff and is_repo_results(results):
         why = f"not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
         if args.results:

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import tiny_lm
 import train_compare as tcmp
+from eval_common import LOG_KEYS
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig, real_run_mismatch
 
@@ -369,3 +371,32 @@ def test_runs_that_are_not_real_are_named_by_their_fields():
     del no_record["extra"]["train_config"]
     assert real_run_mismatch("rope", no_record) == ["train_config=None (real run: the recipe's)"]
     assert real_run_mismatch("mystery", hand_made("mystery")) == ["variant 'mystery' is not in the registry"]
+
+
+def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, capsys):
+    """prepare_outputs, before any training: the default command (and the copy family's) plans real
+    runs and keeps results/; --steps 10 or a checkpoint of other sizes already in --out sends the
+    log to <out>/results with a note; an explicit --results results is then refused."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "ck"
+
+    def prepared(*argv):
+        args = tcmp.parse_args([*argv, "--out", str(out)])
+        names = [m for n in (args.variants or ",".join(tcmp.DEFAULT_VARIANTS)).split(",")
+                 for m in tcmp.FAMILIES.get(n, [n])]
+        settings = tcmp.resolved(args)
+        return tcmp.prepare_outputs(args, names, settings, print), settings["results"], capsys.readouterr().err
+
+    assert prepared() == (None, Path("results"), ""), "the default command plans real runs"
+    assert prepared("--variants", "copy") == (None, Path("results"), ""), "the copy family at 2,400 steps is real"
+    msg, results, err = prepared("--steps", "10")
+    assert (msg, results) == (None, out / "results") and "steps=10 (real run: 1100)" in err, (msg, results, err)
+    msg, _, _ = prepared("--steps", "10", "--results", "results")
+    assert msg.startswith(f"{out / 'none.pt'} is not a real run (steps=10 (real run: 1100))"), msg
+    # a finished checkpoint of other sizes in --out: its curve would go into the log
+    small = TinyLM(GPTConfig(vocab_size=65, n_layer=1, pos="alibi"))
+    tiny_lm.save_checkpoint(out / "alibi.pt", small, "a" * 65, 10, {k: [] for k in LOG_KEYS},
+                            {"variant": "alibi", "train_config": asdict(TrainConfig())})
+    msg, results, err = prepared("--variants", "rope")
+    assert (msg, results) == (None, out / "results") and "alibi.pt is not a real run (n_layer=1" in err, err
+    assert not (out / "results").exists(), "deciding the folder made it"
