@@ -205,7 +205,13 @@ def mixture_setup(name: str, args, base: TrainConfig):
 
 def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
     """The record saved at path, if it was made with these settings; exits with one line if not."""
-    rec = json.loads(path.read_text())
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        rec = f"{type(e).__name__}"
+    if not isinstance(rec, dict) or not {"mixture", "hist"} <= rec.keys():
+        fail(f"{path} is not a record of this script ({rec if isinstance(rec, str) else 'other contents'}); "
+             f"delete it, or rerun with --force")
     saved = {**asdict(Mixture("", ())), **rec.get("config", {})}  # a field added since counts as its default
     as_json = lambda d: json.loads(json.dumps(d))  # tuples -> lists, as stored
     if as_json(saved) != as_json(asdict(mix)) or rec.get("train") != asdict(tc) or rec.get("model") != mcfg:
@@ -270,21 +276,19 @@ def main(argv=None) -> int:
     longest = max(32 * (base.seq_len + 1), max((24, 48) if q else RETRIEVAL_D) + 32 + RETRIEVAL_K + 2)
     if val_ids.numel() < longest:
         fail(f"the validation text has {val_ids.numel():,} characters; the probes need {longest:,}")
-    out.mkdir(parents=True, exist_ok=True)
-    records = {}
-    for name in tqdm(names, desc="mixtures", file=sys.stderr):
+    for name in names:  # every mixture checked, and every record to reuse read, before the first is trained
         missing = [c for c in alpha[MIXTURES[name].alphabet] if c not in vocab]
         if missing:
             fail(f"mixture {name} needs the characters {''.join(missing)!r}, which the corpus lacks; pick other mixtures")
+    records = {n: reuse(out / f"{n}.json", *mixture_setup(n, args, base), mcfg) for n in names
+               if (out / f"{n}.json").exists() and not args.force}
+    out.mkdir(parents=True, exist_ok=True)
+    for name in tqdm([n for n in names if n not in records], desc="mixtures", file=sys.stderr):
         mix, tc = mixture_setup(name, args, base)
-        path = out / f"{name}.json"
-        if path.exists() and not args.force:
-            records[name] = reuse(path, mix, tc, mcfg)
-            continue
         data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab),
                 key_ids_of(vocab, COPY_RECIPE.alphabet))
         records[name] = calibrate(name, mix, tc, mcfg, data, args.seed, device, q, out / f"{name}.pt")
-        tiny_lm.atomic_write_text(path, json.dumps(records[name], indent=1))
+        tiny_lm.atomic_write_text(out / f"{name}.json", json.dumps(records[name], indent=1))
     save(results, records, args.pos, 4 if q else 32)
     print(f"wrote {results}/copy_calibration.csv, .md, .json, .png")
     return 0

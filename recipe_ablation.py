@@ -82,12 +82,28 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def knob_settings(knob: str, scheme: str, args, vocab_size: int) -> tuple:
+    """(GPTConfig fields, TrainConfig) of one (knob, scheme) model of this run."""
+    model_over, train_over = KNOBS[knob]
+    tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
+    return {"vocab_size": vocab_size, "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}, tc
+
+
+def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
+    """Every checkpoint in --out this run would reuse, loaded and compared with its settings before
+    anything is trained: CheckpointError (one line) for an unreadable one or one from other settings."""
+    for knob in knobs:
+        for scheme in (s for s in schemes if (out / knob / f"{s}.pt").exists()):
+            kw, tc = knob_settings(knob, scheme, args, vocab_size)
+            ck = tiny_lm.load_checkpoint(out / knob / f"{scheme}.pt", make_with="python recipe_ablation.py")[1]
+            if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
+                raise CheckpointError(f"{out / knob / scheme}.pt was trained with other settings; delete it to retrain")
+
+
 def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
     path = out / knob / f"{scheme}.pt"
-    model_over, train_over = KNOBS[knob]
-    tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
-    kw = {"vocab_size": len(vocab), "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}
+    kw, tc = knob_settings(knob, scheme, args, len(vocab))
     main_path = Path(args.main_dir) / f"{scheme}.pt"
     # the baseline is train_compare.py's own run: reuse its checkpoint when every setting matches
     for p in [path] + ([main_path] if knob == "baseline" and args.main_dir and main_path.exists() else []):
@@ -183,6 +199,11 @@ def main(argv=None) -> int:
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
+    try:
+        check_reused(knobs, schemes, args, len(vocab), out)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rows = []
     for knob in knobs:
         for scheme in schemes:

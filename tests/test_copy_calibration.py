@@ -148,3 +148,14 @@ def test_only_real_runs_write_results(tmp_path, capsys):
     args = CC.parse_args(["--mixtures", "synthetic,rare_near_4x"])
     assert CC.real_run_changes(args, *CC.settings(args)) == [], "the real run (it may write results/)"
     assert not out.exists(), "deciding the folder made it"
+
+
+def test_a_broken_record_is_reported_before_anything_is_trained(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "synthetic.json").write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        CC.main(["--quick", "--mixtures", "digits_long,synthetic", "--out", str(out), "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "synthetic.json is not a record" in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["synthetic.json"], "digits_long was trained first"

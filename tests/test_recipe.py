@@ -100,3 +100,14 @@ def test_only_the_real_ablation_writes_results(tmp_path, capsys):
     assert note.startswith("note: ") and "lengths=[64, 256] (real run: [256, 4096])" in note, note
     assert recipe_ablation.output_folder(recipe_ablation.parse_args([]), repo, out, [256, 4096], 65536) == repo
     assert not out.exists(), "deciding the folder made it"
+
+
+def test_a_broken_checkpoint_to_reuse_is_reported_before_anything_is_trained(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "tied_head").mkdir(parents=True)
+    (out / "tied_head" / "rope.pt").write_bytes(b"not a checkpoint")
+    code = recipe_ablation.main(["--quick", "--knobs", "baseline,tied_head", "--schemes", "rope", "--out", str(out),
+                                 "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "tied_head/rope.pt is not a readable checkpoint" in err[0], err
+    assert not (out / "baseline").exists(), "the baseline was trained before the broken checkpoint was found"

@@ -260,8 +260,10 @@ def test_bad_input_extrapolation(quick_run, tmp_path):
     out = tmp_path / "res"
     out.mkdir()
     (out / "extrapolation.md").write_text("previous results\n")
-    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(bad), "--results", str(out)), 2)
+    r = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(bad), "--results", str(out))
+    msg = one_line_error(r, 2)
     assert "sin.pt" in msg and "not a readable checkpoint" in msg
+    assert "checkpoints:" not in r.stderr, f"none and learned were scored before sin.pt was found broken: {r.stderr}"
     assert (out / "extrapolation.md").read_text() == "previous results\n"
     # a checkpoint trained on another corpus
     corpus = tmp_path / "other.txt"
