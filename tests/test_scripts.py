@@ -288,6 +288,8 @@ def refused(main, argv, capsys) -> str:
 
 
 def test_output_folders_that_cannot_be_written_are_refused_first(quick_run, tmp_path, capsys):
+    import benchmark
+    import breakage_test
     import extrapolation_test
     import long_context_test
     import train_compare
@@ -300,7 +302,9 @@ def test_output_folders_that_cannot_be_written_are_refused_first(quick_run, tmp_
                            (long_context_test.main, ["--quick", "--ckpt-dir", str(d / "ck"), "--results", folder]),
                            (visualize_rope.main, ["--only", "1", "--out", folder]),
                            (train_compare.main, ["--quick", "--out", str(tmp_path / "ck"), "--results", folder]),
-                           (train_compare.main, ["--quick", "--out", folder])):
+                           (train_compare.main, ["--quick", "--out", folder]),
+                           (benchmark.main, ["--quick", "--results", folder]),
+                           (breakage_test.main, ["--quick", "--out", folder])):
             msg = refused(main, argv, capsys)
             assert folder in msg and ("not a folder" in msg or "cannot write" in msg), msg
     assert not (tmp_path / "ck").exists(), "train_compare.py trained before it found that --results is unwritable"
