@@ -7,7 +7,9 @@ training length, and the theta ablation.
     python visualize_rope.py --quick                 # smoke run: runs/quick checkpoints, writes runs/quick/results
     python visualize_rope.py --out /tmp/fig --ckpt runs/quick/rope.pt --ckpt-dir runs/quick
 
-Figures (PNG in --out: results/, or runs/quick/results with --quick): 1 rope_rotation,
+Figures (PNG in --out: results/, or runs/quick/results with --quick, or <checkpoint folder>/results
+when a checkpoint of figure 5 or 6 is not a real run; a figure asked for by --only, or figure 5
+with a --ckpt, whose checkpoint is missing is an error, else it is skipped): 1 rope_rotation,
 2 rope_relative, 3 rope_decay, 4 rope_wavelengths and rope_pairs (+ rope_pairs.md: pairs kept,
 blended, interpolated per scaling), 5 rope_attention, 6 rope_theta_attention (+ a markdown
 table). The math is pos_rope.py's; attention weights are recomputed from each layer's input with
@@ -394,8 +396,7 @@ def parse_args(argv=None):
     p.add_argument("--long-len", type=int, default=None,
                    help="figure 5: the long length (default: factor x training length)")
     p.add_argument("--ckpt-dir", default=None, help=f"figure 6: folder with {', '.join(THETA_VARIANTS)} .pt "
-                                                    "(default runs/main, or runs/quick with --quick; given, "
-                                                    "they must exist)")
+                                                    "(default runs/main, or runs/quick with --quick)")
     p.add_argument("--windows", type=int, default=4, help="figure 6: validation windows averaged")
     p.add_argument("--length", type=int, default=None, help="figure 6: window length (default: training length)")
     p.add_argument("--redraw", action="store_true",
@@ -451,7 +452,7 @@ def main(argv=None) -> int:
     out = Path(args.out or results)
     ckpt, ckpt_dir = Path(args.ckpt or runs / "rope.pt"), Path(args.ckpt_dir or runs)
     make = "python train_compare.py" + (" --quick" if args.quick else "")
-    asked = {5: args.only is not None or args.ckpt is not None, 6: args.only is not None or args.ckpt_dir is not None}
+    asked = {5: args.only is not None or args.ckpt is not None, 6: args.only is not None}
     cks = {}
     for n in sorted(only & {5, 6} if not args.redraw else ()):  # every checkpoint checked before any figure
         try:
