@@ -102,7 +102,10 @@ def checked_results(args, results: Path, paths, ckpt_dir: Path, make: str, vocab
     """Before anything is scored: load and check every checkpoint the run will use (load_checked:
     one line and exit on the first bad one), choose the results folder by
     results_for_checkpoints (default <ckpt_dir>/results), and check that it can be written."""
-    cks = {p: load_checked(p, "cpu", make, vocab, fingerprint, longest)[1] for p in dict.fromkeys(map(Path, paths))}
+    cks = {}
+    for p in dict.fromkeys(map(Path, paths)):
+        ck = load_checked(p, "cpu", make, vocab, fingerprint, longest)[1]
+        cks[p] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights: one model in memory at a time
     try:
         results, note = results_for_checkpoints(results, bool(args.results), cks, Path(ckpt_dir) / "results")
     except ValueError as e:

@@ -370,7 +370,7 @@ def planned_checkpoints(args, names, settings) -> dict:
         ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=f"python train_compare.py --variants {name}")[1]
         if not all(k in ck.get("losses", {}) for k in LOG_KEYS):
             raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun train_compare.py")
-        cks[out / f"{name}.pt"] = ck
+        cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
     for name in (n for n in names if n in retrain):
         if name in VARIANTS:
             cfg, tc = asdict(variant_config(name, model_kw)), settings["copy_train" if name in COPY_OF else "train"]
@@ -380,6 +380,8 @@ def planned_checkpoints(args, names, settings) -> dict:
                 raise CheckpointError(f"{name} continues {parent.name}, which is not in {out}/; train "
                                       f"{parent.stem} first (put it before {name} in --variants)")
             pk = cks.get(parent) or tiny_lm.load_checkpoint(parent)[1]
+            if not isinstance(pk.get("extra", {}).get("train_config"), dict):
+                raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
             cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
         cks[out / f"{name}.pt"] = {"config": cfg, "extra": {"variant": name, "train_config": asdict(tc)}}
     return cks
