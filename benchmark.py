@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
-from eval_common import json_to_redraw
+from eval_common import check_writable, json_to_redraw
 from variants import run_dirs
 
 MiB = 2 ** 20
@@ -324,6 +324,7 @@ def parse_args(argv=None) -> BenchConfig:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
+    check_writable(Path(cfg.results), "--results")  # before minutes of measuring
     if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json
         return redraw(Path(cfg.results))
     out = Path(cfg.results)

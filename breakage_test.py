@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
-from eval_common import json_to_redraw
+from eval_common import check_writable, json_to_redraw
 from train_compare import train
 from variants import TrainConfig, run_dirs
 
@@ -443,6 +443,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
     out = Path(cfg.out)
+    check_writable(out, "--out")  # before any training
     if "--redraw" in argv:
         return redraw(out)
     if cfg.threads:

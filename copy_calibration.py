@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import csv_text, fail, json_to_redraw, read_json, spread_blocks, sync_table
+from eval_common import (check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks,
+                         sync_table)
 from long_context_test import retrieval
 from tiny_lm import GPTConfig, TinyLM
 from train_compare import random_windows, train
@@ -164,7 +165,10 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's, 1100)")
     p.add_argument("--out", default=None, help="one JSON per finished mixture; a rerun skips those "
                                                "(default runs/copy_calibration, runs/quick/copy_calibration with --quick)")
-    p.add_argument("--results", default=None, help="output folder (default results/, runs/quick/results with --quick)")
+    p.add_argument("--results", default=None,
+                   help="output folder (default results/, runs/quick/results with --quick, <out>/results for any "
+                        "run that is not the real one (other --steps or --pos): results/ holds only real runs, "
+                        "so an explicit --results results is then refused)")
     p.add_argument("--force", action="store_true", help="retrain mixtures that already have a JSON in --out")
     p.add_argument("--seed", type=int, default=0, help="seed of the probe windows and keys")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
@@ -202,13 +206,53 @@ def mixture_setup(name: str, args, base: TrainConfig):
 
 def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
     """The record saved at path, if it was made with these settings; exits with one line if not."""
-    rec = json.loads(path.read_text())
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        rec = f"{type(e).__name__}"
+    if not isinstance(rec, dict) or not {"mixture", "hist"} <= rec.keys():
+        fail(f"{path} is not a record of this script ({rec if isinstance(rec, str) else 'other contents'}); "
+             f"delete it, or rerun with --force")
     saved = {**asdict(Mixture("", ())), **rec.get("config", {})}  # a field added since counts as its default
     as_json = lambda d: json.loads(json.dumps(d))  # tuples -> lists, as stored
     if as_json(saved) != as_json(asdict(mix)) or rec.get("train") != asdict(tc) or rec.get("model") != mcfg:
         fail(f"{path} was made with other settings; rerun with --force to redo it, or delete it")
     tqdm.write(f"{rec['mixture']}: reusing {path}", file=sys.stderr)
     return rec
+
+
+def real_run_changes(args, names, base: TrainConfig, mcfg: dict) -> list:
+    """How this run differs from the real one, in which `python copy_calibration.py` trains each
+    mixture: the default rope model, the mixture's own schedule. [] if it is the real run."""
+    real = argparse.Namespace(quick=False, steps=None)
+    diff = [f"model={mcfg} (real run: {{'pos': 'rope'}})"] if mcfg != {"pos": "rope"} else []
+    for name in names:
+        tc, real_tc = mixture_setup(name, args, base)[1], mixture_setup(name, real, TrainConfig())[1]
+        diff += [f"{name} {k}={v} (real run: {getattr(real_tc, k)})" for k, v in asdict(tc).items()
+                 if v != getattr(real_tc, k)]
+    return diff
+
+
+def output_folder(args, names, base: TrainConfig, mcfg: dict, results: Path, out: Path) -> Path:
+    """The folder this run writes, checked before any training: results/ holds only real runs
+    (real_run_changes), so another run writes <out>/results (with a note) or, given --results
+    results explicitly, is refused. Both folders must be writable, and a results file already
+    there must hold rows of this passkey."""
+    diff = real_run_changes(args, names, base, mcfg)
+    if diff and is_repo_results(results):
+        why = f"not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
+        if args.results:
+            fail(f"{why}, and results/ holds only real runs; pass another --results, or leave it out to write "
+                 f"under {out}/results")
+        results = out / "results"
+        print(f"note: {why}: writing to {results}/ instead of results/", file=sys.stderr)
+    old = read_json(results / "copy_calibration.json")
+    if old and old.get("passkey") != PASSKEY:
+        fail(f"{results}/copy_calibration.json holds rows probed with an earlier passkey; write this run's "
+             f"rows elsewhere with --results (it probes with {PASSKEY})")
+    check_writable(out, "--out")
+    check_writable(results, "--results")
+    return results
 
 
 def main(argv=None) -> int:
@@ -219,7 +263,9 @@ def main(argv=None) -> int:
     out = Path(args.out or runs_dir / "copy_calibration")
     results = Path(args.results or results_dir)
     if args.redraw:
+        check_writable(results, "--results")
         return redraw(results, args.pos, 4 if q else 32)
+    results = output_folder(args, names, base, mcfg, results, out)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
@@ -231,21 +277,19 @@ def main(argv=None) -> int:
     longest = max(32 * (base.seq_len + 1), max((24, 48) if q else RETRIEVAL_D) + 32 + RETRIEVAL_K + 2)
     if val_ids.numel() < longest:
         fail(f"the validation text has {val_ids.numel():,} characters; the probes need {longest:,}")
-    out.mkdir(parents=True, exist_ok=True)
-    records = {}
-    for name in tqdm(names, desc="mixtures", file=sys.stderr):
+    for name in names:  # every mixture checked, and every record to reuse read, before the first is trained
         missing = [c for c in alpha[MIXTURES[name].alphabet] if c not in vocab]
         if missing:
             fail(f"mixture {name} needs the characters {''.join(missing)!r}, which the corpus lacks; pick other mixtures")
+    records = {n: reuse(out / f"{n}.json", *mixture_setup(n, args, base), mcfg) for n in names
+               if (out / f"{n}.json").exists() and not args.force}
+    out.mkdir(parents=True, exist_ok=True)
+    for name in tqdm([n for n in names if n not in records], desc="mixtures", file=sys.stderr):
         mix, tc = mixture_setup(name, args, base)
-        path = out / f"{name}.json"
-        if path.exists() and not args.force:
-            records[name] = reuse(path, mix, tc, mcfg)
-            continue
         data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab),
                 key_ids_of(vocab, COPY_RECIPE.alphabet))
         records[name] = calibrate(name, mix, tc, mcfg, data, args.seed, device, q, out / f"{name}.pt")
-        tiny_lm.atomic_write_text(path, json.dumps(records[name], indent=1))
+        tiny_lm.atomic_write_text(out / f"{name}.json", json.dumps(records[name], indent=1))
     save(results, records, args.pos, 4 if q else 32)
     print(f"wrote {results}/copy_calibration.csv, .md, .json, .png")
     return 0

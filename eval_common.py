@@ -13,6 +13,7 @@ import json
 import math
 import resource
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -22,7 +23,8 @@ import copy_mixture
 import pos_rope
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from variants import ALL_NAMES, COPY_OF, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of, run_dirs
+from variants import (ALL_NAMES, COPY_OF, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
+                      real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,8 +42,10 @@ def add_common_flags(p) -> None:
     p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
     p.add_argument("--corpus", default=None, help="the corpus the checkpoints were trained on (default Shakespeare)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
-    p.add_argument("--results", default=None, help="output folder (default results/; <ckpt-dir>/results with "
-                                                   "--quick or --preset preview)")
+    p.add_argument("--results", default=None,
+                   help="output folder (default results/; <ckpt-dir>/results with --quick or --preset preview, "
+                        "and whenever a checkpoint is not a real run: results/ holds only real runs, so an "
+                        "explicit --results results with such a checkpoint is refused)")
     p.add_argument("--quick", action="store_true", help="smoke test on the --quick checkpoints (runs/quick)")
     p.add_argument("--preset", choices=["preview"], default=None,
                    help="preview: the checkpoints of train_compare.py --preset preview, output under runs/preview")
@@ -58,6 +62,72 @@ def eval_dirs(args) -> tuple:
     results = Path(args.results) if args.results else (ckpt_dir / "results" if small else results_default)
     make = "python train_compare.py" + (" --quick" if args.quick else f" --preset {args.preset}" if args.preset else "")
     return ckpt_dir, results, make
+
+
+def check_writable(folder: Path, flag: str) -> None:
+    """Exit with one line unless files can be written in folder (or in the folder it would be
+    made in): checked before any work, so that no run ends in a traceback at its first write."""
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        fail(f"{flag} {folder}: {probe} is not a folder; pass a folder you can write to")
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".write-test"):
+            pass
+    except OSError as e:
+        fail(f"{flag} {folder}: cannot write in {probe} ({e.strerror or e}); pass a folder you can write to")
+
+
+def corpus_mismatch(corpus) -> list:
+    """[] for the default corpus (real runs train on it), else the reason a run on `corpus` is not real."""
+    if corpus is None or Path(corpus).resolve() == tiny_lm.DEFAULT_CORPUS.resolve():
+        return []
+    return [f"corpus {corpus} (real run: the default, {tiny_lm.DEFAULT_CORPUS.name})"]
+
+
+def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fallback: Path = None,
+                            flag: str = "--results", also: list = ()) -> tuple:
+    """(folder to write, note or None) by the rule that only real runs write the repository's
+    results/: when results is that folder and a checkpoint ({path: checkpoint dict}, the name its
+    file stem) is not a real run of its variant (variants.real_run_mismatch, plus the reasons in
+    `also` that hold for every checkpoint, e.g. corpus_mismatch), the output goes to fallback
+    (default <its folder>/results) with a one-line note, or, if results was given explicitly,
+    ValueError with one line naming the checkpoint and how it differs."""
+    if not is_repo_results(results):
+        return Path(results), None
+    for path, ck in checkpoints.items():
+        diff = list(also) + real_run_mismatch(Path(path).stem, ck)
+        if not diff:
+            continue
+        why = f"{path} is not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
+        if explicit:
+            raise ValueError(f"{why}, and results/ holds only real runs; pass another {flag}, or leave it "
+                             f"out to write beside the checkpoints")
+        fallback = Path(fallback) if fallback else Path(path).parent / "results"
+        return fallback, f"note: {why}: writing to {fallback}/ instead of results/"
+    return Path(results), None
+
+
+def checked_results(args, results: Path, paths, ckpt_dir: Path, make: str, vocab: str, fingerprint: str,
+                    longest: int = 0) -> Path:
+    """Before anything is scored: load and check every checkpoint the run will use (load_checked:
+    one line and exit on the first bad one), choose the results folder by
+    results_for_checkpoints (default <ckpt_dir>/results), and check that it can be written."""
+    cks = {}
+    for p in dict.fromkeys(map(Path, paths)):
+        ck = load_checked(p, "cpu", make, vocab, fingerprint, longest)[1]
+        cks[p] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights: one model in memory at a time
+    try:
+        results, note = results_for_checkpoints(results, bool(args.results), cks, Path(ckpt_dir) / "results",
+                                                also=corpus_mismatch(getattr(args, "corpus", None)))
+    except ValueError as e:
+        fail(str(e))
+    if note:
+        tqdm.write(note, file=sys.stderr)
+    check_writable(results, "--results")
+    return results
 
 
 def load_eval_data(args, min_val_chars: int = 0):

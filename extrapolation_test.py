@@ -39,6 +39,9 @@ use rows the optimizer never touched, and such cells are marked (untrained rows)
     python extrapolation_test.py --redraw           # tables and figures from results/extrapolation.json
 
 A run of some checkpoints merges its rows into the results already there (same lengths only).
+Only real runs write results/ (and the tables in README.md and docs/): if a checkpoint is not
+the real run of its variant (variants.real_run_mismatch: other sizes or steps, a --quick or
+preview run), the output goes to <ckpt-dir>/results, or an explicit --results results is refused.
 """
 
 import argparse
@@ -56,10 +59,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import tiny_lm
-from eval_common import (SCALINGS, add_common_flags, check_scalings, csv_text, eval_dirs, factor_label, fail,
-                         find_checkpoints, int_list, is_repo_results, json_to_redraw, length_setter, load_checked, load_eval_data,
-                         merge_rows, peak_rss_gib, read_json, spread_blocks, sync_glance, sync_table,
-                         train_len_of)
+from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
+                         eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
+                         length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib, read_json,
+                         spread_blocks, sync_glance, sync_table, train_len_of)
 from variants import FINETUNES, PRESETS, VARIANTS
 
 POS_FILE = {"none": None, "learned": "pos_learned.py", "sin": "pos_sin.py", "rope": "pos_rope.py",
@@ -195,14 +198,14 @@ def corpus_description(corpus, n_val: int, span: int, n_blocks: int) -> str:
 def settings(args) -> dict:
     """Lengths, scored span, scalings and the cached-decoding check for these arguments."""
     preview = PRESETS["preview"]["eval"] if args.preset == "preview" else {}
-    lengths = sorted(set(int_list(args.lengths or ("64,128,256,512" if args.quick else "256,512,1024,2048,4096"),
-                                  "--lengths", increasing=False)))
+    default = "64,128,256,512" if args.quick else "256,512,1024,2048,4096"
+    lengths = sorted(set(int_list(default if args.lengths is None else args.lengths, "--lengths", increasing=False)))
     if lengths[0] < 2:
         fail(f"every length must be at least 2, got {lengths[0]}")
     if any(lengths[-1] % L for L in lengths):
         fail(f"every length must divide the longest ({lengths[-1]}) so that each length scores the same "
              f"characters; got {','.join(map(str, lengths))}")
-    tokens = args.tokens or (4096 if args.quick else preview.get("tokens", 65536))
+    tokens = args.tokens if args.tokens is not None else (4096 if args.quick else preview.get("tokens", 65536))
     if tokens < 1:
         fail(f"--tokens must be positive, got {tokens}")
     scalings = check_scalings(args.scalings if args.scalings is not None else preview.get("scalings", ",".join(SCALINGS)))
@@ -269,6 +272,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     ckpt_dir, results, make = eval_dirs(args)
     if args.redraw:
+        check_writable(results, "--results")
         return redraw(results)
     s = settings(args)
     names = find_checkpoints(ckpt_dir, args.variants, make, default="main")
@@ -278,13 +282,15 @@ def main(argv=None) -> int:
         blocks = spread_blocks(val_ids.numel(), s["lengths"][-1], s["span"] // s["lengths"][-1])
     except tiny_lm.CorpusError as e:
         fail(str(e))
+    jobs = make_jobs(args, names, ckpt_dir, s["scalings"])
+    results = checked_results(args, results, [j[1] for j in jobs], ckpt_dir, make, vocab, fingerprint, s["lengths"][-1])
     old = read_json(results / "extrapolation.json")
     if old and (old["meta"]["lengths"] != s["lengths"] or old["meta"]["scored_tokens_per_length"] != s["span"]):
         fail(f"{results}/extrapolation.json holds rows scored at lengths {old['meta']['lengths']} on "
              f"{old['meta']['scored_tokens_per_length']} characters; use the same --lengths and --tokens to add "
              f"rows to it, or another --results")
     rows, curves, decode = [], {}, None
-    for job in tqdm(make_jobs(args, names, ckpt_dir, s["scalings"]), desc="checkpoints", file=sys.stderr):
+    for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         row, curves[job[0]], dec = score_row(job, (device, val_ids, vocab, fingerprint, blocks), s, args, make)
         rows.append(row)
         decode = dec or decode

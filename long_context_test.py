@@ -55,10 +55,10 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, distinct_key, key_ids_of
-from eval_common import (add_common_flags, bootstrap_ci, check_scalings, csv_text, eval_dirs, fail, find_checkpoints,
-                         format_retrieval, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
-                         merge_rows, pair_scores, peak_rss_gib, read_json, share_ci, spread_blocks, sync_glance,
-                         sync_table, train_len_of)
+from eval_common import (add_common_flags, bootstrap_ci, check_scalings, check_writable, checked_results, csv_text,
+                         eval_dirs, fail, find_checkpoints, format_retrieval, int_list, is_repo_results, length_setter,
+                         load_checked, load_eval_data, merge_rows, pair_scores, peak_rss_gib, read_json, share_ci,
+                         spread_blocks, sync_glance, sync_table, train_len_of)
 from variants import FINETUNES, VARIANTS, is_copy, order_of
 
 COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
@@ -217,11 +217,13 @@ def parse_args(argv=None):
 def settings(args) -> dict:
     """The measures' settings for these arguments (--quick shrinks them); exits on bad values."""
     q = args.quick
-    s = {"contexts": int_list(args.contexts or ("0,16,48,112" if q else "0,64,192,448,960,1984,3840"), "--contexts"),
-         "distances": int_list(args.distances or ("24,48,96" if q else "32,64,128,200,512,1024,2048,3900"),
+    given = lambda value, default: default if value is None else value  # an explicit 0 or '' is checked, not replaced
+    s = {"contexts": int_list(given(args.contexts, "0,16,48,112" if q else "0,64,192,448,960,1984,3840"),
+                              "--contexts"),
+         "distances": int_list(given(args.distances, "24,48,96" if q else "32,64,128,200,512,1024,2048,3900"),
                                "--distances"),
-         "T": args.target_len or (32 if q else 256), "spans": args.spans or (4 if q else 32),
-         "trials": args.trials or (4 if q else 32), "copy_trials": args.copy_trials or (8 if q else 128),
+         "T": given(args.target_len, 32 if q else 256), "spans": given(args.spans, 4 if q else 32),
+         "trials": given(args.trials, 4 if q else 32), "copy_trials": given(args.copy_trials, 8 if q else 128),
          "K": args.key_len, "alphabet": KEY_ALPHABETS[args.key_alphabet],
          "short": args.short if args.short is not None else (16 if q else 192),
          "scalings": check_scalings(args.scalings), "fixed_scalings": check_scalings(args.fixed_scalings),
@@ -338,6 +340,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     ckpt_dir, results, make = eval_dirs(args)
     if args.redraw:
+        check_writable(results, "--results")
         return redraw(results)
     names = find_checkpoints(ckpt_dir, args.variants, make)
     s = settings(args)
@@ -358,6 +361,8 @@ def main(argv=None) -> int:
         fail(f"{e}; or use --only context")
     longest = max(cs[-1] + T, KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY))
     data = (device, val_ids, vocab, fingerprint, key_ids, longest)
+    used = [ckpt_dir / f"{j[1]}.pt" for j in jobs]  # every checkpoint checked before any is scored;
+    results = checked_results(args, results, used, ckpt_dir, make, vocab, fingerprint, longest)  # real runs only
     out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
            "seconds": {}}
     t0, row_seconds = time.perf_counter(), {}

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 import tiny_lm
-from eval_common import csv_text, json_to_redraw, read_json, spread_blocks
+from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
 from extrapolation_test import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from train_compare import train
@@ -67,8 +67,10 @@ def parse_args(argv=None):
     p.add_argument("--corpus", default=None, help="UTF-8 text file (default: the Shakespeare corpus)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name")
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/recipe, runs/quick/recipe with --quick)")
-    p.add_argument("--results", default=None, help="where the CSV and markdown go "
-                                                   "(default results/, or <out>/results with --quick)")
+    p.add_argument("--results", default=None,
+                   help="where the CSV and markdown go (default results/, or <out>/results with --quick or any "
+                        "other lengths or --tokens than the defaults: results/ holds only the real ablation, so "
+                        "an explicit --results results is then refused)")
     p.add_argument("--main-dir", default="runs/main", help="train_compare.py's checkpoints: the baseline reuses "
                                                            "one whose model and training settings match ('' to retrain)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); results are "
@@ -80,12 +82,28 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def knob_settings(knob: str, scheme: str, args, vocab_size: int) -> tuple:
+    """(GPTConfig fields, TrainConfig) of one (knob, scheme) model of this run."""
+    model_over, train_over = KNOBS[knob]
+    tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
+    return {"vocab_size": vocab_size, "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}, tc
+
+
+def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
+    """Every checkpoint in --out this run would reuse, loaded and compared with its settings before
+    anything is trained: CheckpointError (one line) for an unreadable one or one from other settings."""
+    for knob in knobs:
+        for scheme in (s for s in schemes if (out / knob / f"{s}.pt").exists()):
+            kw, tc = knob_settings(knob, scheme, args, vocab_size)
+            ck = tiny_lm.load_checkpoint(out / knob / f"{scheme}.pt", make_with="python recipe_ablation.py")[1]
+            if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
+                raise CheckpointError(f"{out / knob / scheme}.pt was trained with other settings; delete it to retrain")
+
+
 def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
     path = out / knob / f"{scheme}.pt"
-    model_over, train_over = KNOBS[knob]
-    tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
-    kw = {"vocab_size": len(vocab), "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}
+    kw, tc = knob_settings(knob, scheme, args, len(vocab))
     main_path = Path(args.main_dir) / f"{scheme}.pt"
     # the baseline is train_compare.py's own run: reuse its checkpoint when every setting matches
     for p in [path] + ([main_path] if knob == "baseline" and args.main_dir and main_path.exists() else []):
@@ -115,7 +133,8 @@ def check(args):
               f"schemes: {','.join(tiny_lm.SCHEMES)}", file=sys.stderr)
         return None
     try:
-        lengths = [int(x) for x in (args.lengths or ("64,256" if args.quick else "256,4096")).split(",")]
+        default = "64,256" if args.quick else "256,4096"
+        lengths = [int(x) for x in (default if args.lengths is None else args.lengths).split(",")]
     except ValueError:
         print(f"error: --lengths must be comma-separated integers, got {args.lengths!r}", file=sys.stderr)
         return None
@@ -125,6 +144,33 @@ def check(args):
               f"the longest length", file=sys.stderr)
         return None
     return knobs, schemes, sorted(lengths), tokens
+
+
+REAL_RUN = {"model": {}, "train": {}, "lengths": [256, 4096], "tokens": 65536}  # what `python recipe_ablation.py` runs
+
+
+def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) -> Path:
+    """The folder this run writes, checked before any training: results/ holds only the real
+    ablation (REAL_RUN's model, recipe and scoring; the seed may differ), so another run writes
+    <out>/results (with a note) or, given --results results explicitly, is refused; a results file
+    already there must have been scored at these lengths; both folders must be writable."""
+    used = {"model": QUICK_MODEL if args.quick else {}, "train": QUICK_TRAIN if args.quick else {},
+            "lengths": lengths, "tokens": tokens}
+    diff = [f"{k}={used[k]} (real run: {REAL_RUN[k]})" for k in REAL_RUN if used[k] != REAL_RUN[k]]
+    if diff and is_repo_results(results):
+        if args.results:
+            fail(f"this run is not the real ablation ({'; '.join(diff)}), and results/ holds only real runs; pass "
+                 f"another --results, or leave it out to write under {out}/results")
+        results = out / "results"
+        print(f"note: this run is not the real ablation ({'; '.join(diff)}): writing to {results}/ instead of "
+              f"results/", file=sys.stderr)
+    old = read_json(results / "recipe_ablation.json")
+    if old and (old["meta"]["lengths"], old["meta"]["tokens"]) != (lengths, tokens):
+        fail(f"{results}/recipe_ablation.json was scored at lengths {old['meta']['lengths']} on "
+             f"{old['meta']['tokens']} characters; use the same settings or another --results")
+    check_writable(out, "--out")
+    check_writable(results, "--results")
+    return results
 
 
 def main(argv=None) -> int:
@@ -137,11 +183,13 @@ def main(argv=None) -> int:
     out = Path(args.out or (runs / "recipe" if args.quick else "runs/recipe"))
     results = Path(args.results) if args.results else (out / "results" if args.quick else results_dir)
     if args.redraw:
+        check_writable(results, "--results")
         return redraw(results)
     checked = check(args)
     if checked is None:
         return 2
     knobs, schemes, lengths, tokens = checked
+    results = output_folder(args, results, out, lengths, tokens)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=tokens + 1)
@@ -151,6 +199,11 @@ def main(argv=None) -> int:
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
+    try:
+        check_reused(knobs, schemes, args, len(vocab), out)
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rows = []
     for knob in knobs:
         for scheme in schemes:

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -366,15 +367,27 @@ def pick_device(name: str = "auto", mps: bool = True) -> torch.device:
 
 # ----------------------------------------------------------------------------- checkpoints
 
+def new_file_mode(path) -> int:
+    """The mode open(path, "w") would leave: an existing file's own, else 0o666 minus the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0o022)  # the only way to read it is to set it; put it back at once
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write(path, write) -> None:
     """write(tmp_path) into a temporary file in path's folder, then os.replace it onto path:
-    an interrupted write never leaves a broken file, and a finished one is never half-replaced."""
+    an interrupted write never leaves a broken file, and a finished one is never half-replaced.
+    The file gets the mode a plain open() would give it (mkstemp's own is 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, new_file_mode(path))
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -5,7 +5,8 @@ variant, same seed) and starts from the same seed; only its GPTConfig change (va
 differs. Each finished variant is saved as <out>/<variant>.pt and skipped next time unless
 --force; a stopped one (Ctrl-C, SIGTERM) continues from <out>/<variant>.state.pt when the
 same command runs again (train_state.py). The loss curves go to <results>/train_log.json,
-merged with the curves already there, and train_log.csv and train_curves.png are drawn from it.
+merged with the curves already there, and train_log.csv and train_curves.png are drawn from it;
+results/ only if every checkpoint in --out is a real run (see --results), checked before training.
 Fine-tunes (*_ft_*) continue a checkpoint at 4x its length for 10% of its steps, with a RoPE
 scaling (as the PI and YaRN papers extend real models) or without (the compute-matched controls).
 
@@ -35,13 +36,13 @@ from tqdm import tqdm
 import copy_mixture
 import long_context_test
 import tiny_lm
-from eval_common import LOG_KEYS, csv_text, read_logs
+from eval_common import LOG_KEYS, check_writable, corpus_mismatch, csv_text, read_logs, results_for_checkpoints
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from train_state import (Interrupted, RunConfig, StateError, StopRequest, continue_command, distributed_env, load_state,
                          restore, save_state, shard, state_identity)
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
-                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, is_copy, lr_at, make_optimizer, recipe_changes,
-                      run_dirs)
+                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, finetune_setup, is_copy, lr_at, make_optimizer,
+                      recipe_changes, run_dirs, variant_config)
 
 
 
@@ -235,9 +236,12 @@ def parse_args(argv=None):
                                                     "under torchrun each process takes cuda:LOCAL_RANK")
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/main; runs/quick with --quick, "
                                                "runs/preview or runs/gpu with that --preset)")
-    p.add_argument("--results", default=None, help="where the training log and its plot go (default results/; "
-                                                   "<out>/results with --quick or --preset preview, results/gpu "
-                                                   "with --preset gpu)")
+    p.add_argument("--results", default=None,
+                   help="where the training log and its plot go (default results/; <out>/results with --quick or "
+                        "--preset preview, results/gpu with --preset gpu). Only real runs write results/: if a "
+                        "checkpoint the log is made from is not the registry's real run of its variant (other "
+                        "sizes or steps: variants.real_run_mismatch), the default is <out>/results and an "
+                        "explicit --results results is refused")
     p.add_argument("--force", action="store_true",
                    help="retrain variants whose checkpoint already exists, and start over instead of refusing "
                         "a training state that is unreadable or from other settings. A state that matches "
@@ -321,10 +325,14 @@ def main(argv=None) -> int:
         return error(msg)
     settings = resolved(args)
     if args.redraw:
+        check_writable(settings["results"], "--results")
         try:
             return redraw(settings["results"], say)
         except (OSError, ValueError, KeyError) as e:
             return error(f"cannot redraw from {settings['results']}/train_log.json ({e}); run the training first")
+    msg = prepare_outputs(args, names, settings, say_err=print if rank == 0 else (lambda *a, **k: None))
+    if msg:
+        return error(msg)
     try:
         device = tiny_lm.pick_device(args.device)
         if world > 1 and device.type == "cuda":
@@ -347,6 +355,57 @@ def main(argv=None) -> int:
     finally:
         if world > 1:
             dist.destroy_process_group()
+
+
+def planned_checkpoints(args, names, settings) -> dict:
+    """{path: checkpoint dict} of every checkpoint write_logs will read after this run: the ones
+    in --out that it keeps (loaded now; CheckpointError if one is unreadable), and the ones it
+    will train, with the config and train_config they will be saved with."""
+    out = settings["out"]
+    model_kw = {"n_layer": GPTConfig.n_layer, "n_head": GPTConfig.n_head, "n_embd": GPTConfig.n_embd,
+                **settings["model"]}  # vocab_size: the corpus's, not needed to compare runs
+    retrain = {n for n in names if args.force or not (out / f"{n}.pt").exists()}
+    cks = {}
+    for name in (n for n in ALL_NAMES if n not in retrain and (out / f"{n}.pt").exists()):
+        ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=f"python train_compare.py --variants {name}")[1]
+        if not all(k in ck.get("losses", {}) for k in LOG_KEYS):
+            raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun train_compare.py")
+        cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
+    for name in (n for n in names if n in retrain):
+        if name in VARIANTS:
+            cfg, tc = asdict(variant_config(name, model_kw)), settings["copy_train" if name in COPY_OF else "train"]
+        else:
+            parent = out / f"{FINETUNES[name]['parent']}.pt"
+            if parent not in cks and not parent.exists():
+                raise CheckpointError(f"{name} continues {parent.name}, which is not in {out}/; train "
+                                      f"{parent.stem} first (put it before {name} in --variants)")
+            pk = cks.get(parent) or tiny_lm.load_checkpoint(parent)[1]
+            if not isinstance(pk.get("extra", {}).get("train_config"), dict):
+                raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
+            cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
+        cks[out / f"{name}.pt"] = {"config": cfg, "extra": {"variant": name, "train_config": asdict(tc)}}
+    return cks
+
+
+def prepare_outputs(args, names, settings, say_err) -> str:
+    """Before any training: check the checkpoints the training log will be made from, choose the
+    results folder (only real runs write results/: eval_common.results_for_checkpoints) and check
+    that it and --out can be written. Returns a one-line error, or None (settings["results"] set)."""
+    try:
+        cks = planned_checkpoints(args, names, settings)
+        # curves are keyed by variant name, so another seed's would replace seed 0's in results/train_log.json
+        seed = [f"seed {args.seed} (results/train_log.json holds seed {TrainConfig.seed}'s curves)"] \
+            if args.seed != TrainConfig.seed else []
+        results, note = results_for_checkpoints(settings["results"], bool(args.results), cks,
+                                                settings["out"] / "results", also=corpus_mismatch(args.corpus) + seed)
+    except (CheckpointError, ValueError) as e:
+        return str(e)
+    if note:
+        say_err(note, file=sys.stderr)
+    check_writable(settings["out"], "--out")
+    check_writable(results, "--results")
+    settings["results"] = results
+    return None
 
 
 def run_variants(args, argv, names, settings, device, say, error) -> int:

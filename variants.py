@@ -7,10 +7,12 @@ at 4x its length. Every script that trains or evaluates checkpoints reads the na
 
 Output folders follow one rule (run_dirs): a real run writes checkpoints to runs/main and
 tables and figures to results/; a smoke run (--quick) or a preview (--preset preview) writes
-both under its own runs/<mode>/, so results/ only ever holds real runs.
+both under its own runs/<mode>/, so results/ only ever holds real runs. Whether a checkpoint is
+a real run is decided from the checkpoint itself (real_run_mismatch), not from the flags: the
+scripts write the output of any other one beside it (eval_common.results_for_checkpoints).
 """
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -200,25 +202,72 @@ def recipe_changes(path: Path, tc: TrainConfig) -> list:
     return sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
 
 
-def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path):
-    """(model, TrainConfig, parent_step) for a variant name, ready to train. model_kw: the
-    GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
-    if name in VARIANTS:
-        kw = {**model_kw, **VARIANTS[name]}
-        for every in ("nope_every", "global_every"):  # e.g. irope under --quick (2 layers): its last layer
-            if kw.get(every, 0) > kw["n_layer"]:
-                kw[every] = kw["n_layer"]
-        torch.manual_seed(seed)
-        return TinyLM(GPTConfig(**kw)), tc, 0
+def variant_config(name: str, model_kw: dict) -> GPTConfig:
+    """The GPTConfig of base variant `name` for a run's model_kw (vocab_size and sizes)."""
+    kw = {**model_kw, **VARIANTS[name]}
+    for every in ("nope_every", "global_every"):  # e.g. irope under --quick (2 layers): its last layer
+        kw[every] = min(kw.get(every, 0), kw.get("n_layer", GPTConfig.n_layer))
+    return GPTConfig(**kw)
+
+
+def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
+    """(GPTConfig fields, TrainConfig) of fine-tune `name` of a parent checkpoint with these
+    GPTConfig and TrainConfig fields: 4x the length for 10% of the steps, its scaling set."""
     ft = FINETUNES[name]
-    model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
-                                        make_with=f"python train_compare.py --variants {ft['parent']}")
     known = {f.name for f in fields(TrainConfig)}  # tolerate keys an older version saved
-    tc_parent = TrainConfig(**{k: v for k, v in ck["extra"]["train_config"].items() if k in known})
+    tc_parent = TrainConfig(**{k: v for k, v in parent_tc.items() if k in known})
+    cfg = dict(parent_config)
     if ft["rope_scaling"]:
-        model.set_rope_scaling(dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len))
+        cfg["rope_scaling"] = dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len)
     mult, steps = ft["seq_len_mult"], max(1, int(tc_parent.steps * ft["steps_frac"]))
     tc = replace(tc_parent, seq_len=tc_parent.seq_len * mult, batch_size=max(1, tc_parent.batch_size // mult),
                  steps=steps, lr=ft["lr"], warmup=ft["warmup"], min_lr_frac=1.0, eval_every=max(1, steps // 4),
                  eval_windows=max(1, tc_parent.eval_windows // mult), seed=tc_parent.seed + 1)
+    return cfg, tc
+
+
+def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path):
+    """(model, TrainConfig, parent_step) for a variant name, ready to train. model_kw: the
+    GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
+    if name in VARIANTS:
+        torch.manual_seed(seed)
+        return TinyLM(variant_config(name, model_kw)), tc, 0
+    ft = FINETUNES[name]
+    model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
+                                        make_with=f"python train_compare.py --variants {ft['parent']}")
+    cfg, tc = finetune_setup(name, ck["config"], ck["extra"]["train_config"])
+    if ft["rope_scaling"]:
+        model.set_rope_scaling(cfg["rope_scaling"])
     return model, tc, ck["step"]
+
+
+# ----------------------------------------------------------------------------- what a real run is
+
+def real_run(name: str, vocab_size: int) -> tuple:
+    """(GPTConfig fields, TrainConfig fields) of the real run of a variant, the one results/ holds:
+    the default model with the variant's overrides, TrainConfig() (COPY_STEPS steps for the copy
+    family), and for a fine-tune the setup finetune_setup derives from its parent's real run."""
+    if name in FINETUNES:
+        cfg, tc = finetune_setup(name, *real_run(FINETUNES[name]["parent"], vocab_size))
+        return cfg, asdict(tc)
+    tc = replace(TrainConfig(), steps=COPY_STEPS) if name in COPY_OF else TrainConfig()
+    return asdict(variant_config(name, {"vocab_size": vocab_size})), asdict(tc)
+
+
+def real_run_mismatch(name: str, ckpt: dict) -> list:
+    """How checkpoint `ckpt`, found as <name>.pt, differs from the real run of variant `name`:
+    ["n_layer=2 (real run: 4)", ...], GPTConfig fields first; [] for a real run. The seed may
+    differ (other seeds are real runs too); a field the checkpoint lacks counts as its default."""
+    if name not in ALL_NAMES:
+        return [f"variant {name!r} is not in the registry"]
+    extra = ckpt.get("extra") or {}
+    if extra.get("variant") != name:
+        return [f"variant={extra.get('variant')!r} (real run: {name!r})"]
+    if not isinstance(extra.get("train_config"), dict):
+        return ["train_config=None (real run: the recipe's)"]
+    config = ckpt.get("config") or {}
+    want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size))
+    got_cfg = {**asdict(GPTConfig()), **config}
+    got_tc = {**asdict(TrainConfig()), **extra["train_config"]}
+    return [f"{k}={got[k]!r} (real run: {want[k]!r})" for got, want in ((got_cfg, want_cfg), (got_tc, want_tc))
+            for k in want if k != "seed" and got[k] != want[k]]

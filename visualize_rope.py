@@ -7,7 +7,9 @@ training length, and the theta ablation.
     python visualize_rope.py --quick                 # smoke run: runs/quick checkpoints, writes runs/quick/results
     python visualize_rope.py --out /tmp/fig --ckpt runs/quick/rope.pt --ckpt-dir runs/quick
 
-Figures (PNG in --out: results/, or runs/quick/results with --quick): 1 rope_rotation,
+Figures (PNG in --out: results/, or runs/quick/results with --quick, or <checkpoint folder>/results
+when a checkpoint of figure 5 or 6 is not a real run; a figure asked for by --only, or figure 5
+with a --ckpt, whose checkpoint is missing is an error, else it is skipped): 1 rope_rotation,
 2 rope_relative, 3 rope_decay, 4 rope_wavelengths and rope_pairs (+ rope_pairs.md: pairs kept,
 blended, interpolated per scaling), 5 rope_attention, 6 rope_theta_attention (+ a markdown
 table). The math is pos_rope.py's; attention weights are recomputed from each layer's input with
@@ -17,6 +19,7 @@ import argparse
 import functools
 import json
 import math
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -31,6 +34,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
+from eval_common import check_writable, fail, results_for_checkpoints  # noqa: E402
 from tiny_lm import GPTConfig  # noqa: E402
 from variants import TrainConfig, run_dirs  # noqa: E402
 
@@ -268,22 +272,19 @@ def val_ids_for(vocab: str) -> torch.Tensor:
 
 
 def load(path, make="python train_compare.py"):
-    """(model in eval mode, its training length, validation ids) for a RoPE checkpoint."""
+    """(model in eval mode, its training length, validation ids, checkpoint dict) for a RoPE checkpoint."""
     model, ck = tiny_lm.load_checkpoint(path, make_with=f"{make} --variants {path.stem}")
     if model.rope is None:
         raise tiny_lm.CheckpointError(f"{path} is not a RoPE model (pos={model.cfg.pos!r})")
     train_len = ck.get("extra", {}).get("train_config", {}).get("seq_len", TrainConfig.seq_len)
-    return model.eval(), train_len, val_ids_for(ck["vocab"])
+    return model.eval(), train_len, val_ids_for(ck["vocab"]), ck
 
 
 def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python train_compare.py"):
     """One head of the last layer at the training length and at factor x that, plain and YaRN.
     The maps (block means of at most show x show) go to rope_attention.json, the figure is drawn from it."""
-    if not ckpt.is_file():
-        print(f"skip figure 5: no checkpoint at {ckpt} (train it with `{make} --variants rope`)")
-        return
-    model, L0, val_ids = load(ckpt, make)
-    long_len = long_len or int(factor * L0)
+    model, L0, val_ids, _ = load(ckpt, make)
+    long_len = long_len if long_len is not None else int(factor * L0)
     last = len(model.blocks) - 1
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": L0}
     panels = []
@@ -322,19 +323,10 @@ def draw_attention(out, data):
 def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_compare.py"):
     """Mean attention distance sum_j w_ij (i - j) per layer/head, for base 10, 1e4, 1e6: measured
     here, stored in rope_theta_attention.json, drawn from it."""
-    paths = [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
-        print(f"skip figure 6: {', '.join(missing)} missing in {ckpt_dir} "
-              f"(train them with `{make} --variants {','.join(THETA_VARIANTS)}`)")
-        return
     rows = []
-    for p in paths:
-        model, L0, val_ids = load(p, make)
-        T = length or L0
-        if val_ids.numel() < n_windows * T:
-            raise tiny_lm.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
-                                      f"{n_windows} windows of {T}; use fewer --windows or a smaller --length")
+    for p in [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]:  # main() checked them (figure_checkpoints)
+        model, L0, val_ids, _ = load(p, make)
+        T = length if length is not None else L0
         windows = val_ids[: n_windows * T].view(n_windows, T)  # (N, T), consecutive windows
         maps = attention_maps(model, windows, range(len(model.blocks)))
         dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).float()  # (T, T): i - j
@@ -376,11 +368,14 @@ def draw_theta(out, data):
     print(f"wrote {out / 'rope_theta_attention.md'}")
 
 
-def main(argv=None):
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated figure numbers to make (default: all)")
-    p.add_argument("--out", default=None, help="folder for the PNGs and the markdown table "
-                                               "(default results/, or runs/quick/results with --quick)")
+    p.add_argument("--only", default=None, help="comma-separated figure numbers to make (default: all; a figure "
+                                                "asked for here whose checkpoint is missing is an error, not skipped)")
+    p.add_argument("--out", default=None,
+                   help="folder for the PNGs and the markdown table (default results/, or runs/quick/results with "
+                        "--quick; <checkpoint folder>/results when a checkpoint of figure 5 or 6 is not a real "
+                        "run, since results/ holds only real runs: an explicit --out results is then refused)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: checkpoints from runs/quick (train_compare.py --quick), output under "
                         "runs/quick/results; figures whose checkpoints are missing are skipped")
@@ -396,7 +391,7 @@ def main(argv=None):
     p.add_argument("--factor", type=float, default=16.0, help="scaling factor s: YaRN's in figures 4 and 5, "
                    "every scaling's in rope_pairs (figure 4)")
     p.add_argument("--ckpt", default=None, help="figure 5: RoPE checkpoint (default runs/main/rope.pt, "
-                                                "or runs/quick/rope.pt with --quick)")
+                                                "or runs/quick/rope.pt with --quick; given, it must exist)")
     p.add_argument("--head", type=int, default=0, help="figure 5: which head of the last layer")
     p.add_argument("--long-len", type=int, default=None,
                    help="figure 5: the long length (default: factor x training length)")
@@ -407,15 +402,73 @@ def main(argv=None):
     p.add_argument("--redraw", action="store_true",
                    help="load no checkpoint: figures 1-4 as always, 5 and 6 from the rope_attention.json and "
                         "rope_theta_attention.json already in --out")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def check_args(args) -> set:
+    """The figure numbers of --only; exits with one line on a bad value of any flag."""
     try:
-        only = {int(x) for x in args.only.split(",") if x.strip()}
+        only = {int(x) for x in (args.only if args.only is not None else "1,2,3,4,5,6").split(",") if x.strip()}
     except ValueError:
-        p.error(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
+        fail(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
+    if not only or not only <= set(range(1, 7)):
+        fail(f"--only takes figure numbers 1-6 separated by commas, got {args.only!r}")
+    positive = {"--positions": args.positions, "--radius": args.radius, "--train-len": args.train_len,
+                "--windows": args.windows, "--long-len": args.long_len, "--length": args.length}
+    bad = [f"{k} {v}" for k, v in positive.items() if v is not None and v < 1]
+    if bad:
+        fail(f"{', '.join(bad)}: must be positive")
+    if args.head_dim < 2 or args.head_dim % 2 or not args.theta > 0 or not args.factor >= 1 or args.head < 0:
+        fail(f"--head-dim must be even and positive, --theta positive, --factor at least 1 and --head non-negative; "
+             f"got {args.head_dim}, {args.theta:g}, {args.factor:g}, {args.head}")
+    return only
+
+
+def figure_checkpoints(n: int, args, ckpt: Path, ckpt_dir: Path, make: str) -> dict:
+    """{path: checkpoint dict} of what figure n (5 or 6) reads, each loaded and checked; raises
+    CheckpointError or CorpusError with a one-line reason when one is missing or unusable."""
+    paths = [ckpt] if n == 5 else [ckpt_dir / f"{v}.pt" for v in THETA_VARIANTS]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        which = "rope" if n == 5 else ",".join(p.stem for p in missing)
+        raise tiny_lm.CheckpointError(f"no checkpoint at {', '.join(map(str, missing))}; train it with `{make} "
+                                      f"--variants {which}`" + (" or pass another --ckpt" if n == 5 else ""))
+    cks = {}
+    for p in paths:
+        model, L0, val_ids, cks[p] = load(p, make)
+        if n == 5 and args.head >= model.cfg.n_head:
+            raise tiny_lm.CheckpointError(f"{p} has {model.cfg.n_head} heads; --head must be below that")
+        T = args.length or L0
+        if n == 6 and val_ids.numel() < args.windows * T:
+            raise tiny_lm.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
+                                      f"{args.windows} windows of {T}; use fewer --windows or a smaller --length")
+    return cks
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    only = check_args(args)
     runs, results = run_dirs(quick=args.quick)
     out = Path(args.out or results)
     ckpt, ckpt_dir = Path(args.ckpt or runs / "rope.pt"), Path(args.ckpt_dir or runs)
     make = "python train_compare.py" + (" --quick" if args.quick else "")
+    asked = {5: args.only is not None or args.ckpt is not None, 6: args.only is not None}
+    cks = {}
+    for n in sorted(only & {5, 6} if not args.redraw else ()):  # every checkpoint checked before any figure
+        try:
+            cks.update(figure_checkpoints(n, args, ckpt, ckpt_dir, make))
+        except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
+            if asked[n]:
+                fail(f"figure {n}: {e}")
+            print(f"skip figure {n}: {e}")
+            only.discard(n)
+    try:
+        out, note = results_for_checkpoints(out, args.out is not None, cks, flag="--out")
+    except ValueError as e:
+        fail(str(e))
+    if note:
+        print(note, file=sys.stderr)
+    check_writable(out, "--out")
     torch.manual_seed(0)
     if 1 in only:
         fig_rotation(out, args.head_dim, args.theta, args.positions)
@@ -427,14 +480,12 @@ def main(argv=None):
         fig_wavelengths(out, args.head_dim, args.theta, args.train_len, args.factor)
         fig_pairs(out, [("this repo", args.head_dim, args.train_len, args.theta), LLAMA_SCALE], args.factor)
     if args.redraw:
-        return redraw(out, only)
-    for n, draw in ((5, lambda: fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)),
-                    (6, lambda: theta_ablation(out, ckpt_dir, args.windows, args.length, make=make))):
-        if n in only:
-            try:
-                draw()
-            except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
-                print(f"skip figure {n}: {e}")
+        redraw(out, only)
+    if 5 in only and not args.redraw:
+        fig_attention(out, ckpt, args.head, args.factor, args.long_len, make=make)
+    if 6 in only and not args.redraw:
+        theta_ablation(out, ckpt_dir, args.windows, args.length, make=make)
+    return 0
 
 
 def redraw(out: Path, only) -> None:
@@ -445,4 +496,4 @@ def redraw(out: Path, only) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -128,3 +128,34 @@ def test_mixtures_fit_the_training_window():
         row = torch.zeros(TC.TrainConfig.seq_len + 1, dtype=torch.long)
         big = replace(mix, key_len=(mix.key_len[1], mix.key_len[1]))
         assert CM.plant_keys(row, g, KEYS, big.key_len, big.n_keys, big.copies, big.max_gap), name
+
+
+def test_only_real_runs_write_results(tmp_path, capsys):
+    """--steps or --pos other than the real run's: <out>/results with a note, or refused in one
+    line when --results results is given, before anything is trained. A mixture's own longer
+    schedule (the *_4x ones) is its real run."""
+    repo, out = ROOT / "results", tmp_path / "out"
+    for argv, why in ((["--steps", "5"], "synthetic steps=5 (real run: 1100)"),
+                      (["--pos", "alibi"], "model={'pos': 'alibi'} (real run: {'pos': 'rope'})")):
+        with pytest.raises(SystemExit) as e:
+            CC.main([*argv, "--mixtures", "synthetic", "--results", str(repo), "--out", str(out)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and why in err[0], err
+    args = CC.parse_args(["--steps", "5", "--mixtures", "synthetic,rare_near_4x"])
+    assert CC.output_folder(args, *CC.settings(args), repo, out) == out / "results"
+    note = capsys.readouterr().err
+    assert note.startswith("note: ") and "rare_near_4x steps=5 (real run: 4400)" in note, note
+    args = CC.parse_args(["--mixtures", "synthetic,rare_near_4x"])
+    assert CC.real_run_changes(args, *CC.settings(args)) == [], "the real run (it may write results/)"
+    assert not out.exists(), "deciding the folder made it"
+
+
+def test_a_broken_record_is_reported_before_anything_is_trained(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "synthetic.json").write_text("{not json")
+    with pytest.raises(SystemExit) as e:
+        CC.main(["--quick", "--mixtures", "digits_long,synthetic", "--out", str(out), "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "synthetic.json is not a record" in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == ["synthetic.json"], "digits_long was trained first"

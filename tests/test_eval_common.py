@@ -1,10 +1,16 @@
 """eval_common: partial runs merge into results without dropping rows, the glance table applies
-its stated rules, tables are synced only into the repository's own pages, and the folders rule."""
+its stated rules, tables are synced only into the repository's own pages, the folders rule, and
+only real runs write the repository's results/."""
 import json
+from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 import eval_common as EC
+import tiny_lm
 import variants
+from tiny_lm import GPTConfig
 
 
 def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():
@@ -63,3 +69,31 @@ def test_run_dirs_keep_smoke_runs_and_previews_out_of_results():
     for kw in ({"quick": True}, {"preset": "preview"}):
         ckpt, results = variants.run_dirs(**kw)
         assert results.parts[0] == "runs" and results.parent == ckpt, (kw, ckpt, results)
+
+
+def _checkpoint(variant, **config):
+    """A checkpoint dict of the real recipe for a variant's registry entry, with config changes."""
+    cfg = {**asdict(GPTConfig(vocab_size=65)), **variants.VARIANTS[variant], **config}
+    return {"config": cfg, "extra": {"variant": variant, "train_config": asdict(variants.TrainConfig())}}
+
+
+def test_only_real_runs_write_the_repository_results(tmp_path):
+    repo = EC.HERE / "results"
+    real = {tmp_path / "ck" / "rope.pt": _checkpoint("rope"), tmp_path / "ck" / "alibi.pt": _checkpoint("alibi")}
+    assert EC.results_for_checkpoints(repo, False, real) == (repo, None)
+    small = {**real, tmp_path / "ck" / "sin.pt": _checkpoint("sin", n_embd=32)}
+    folder, note = EC.results_for_checkpoints(repo, False, small)
+    assert folder == tmp_path / "ck" / "results", f"not beside the checkpoint: {folder}"
+    assert note.startswith(f"note: {tmp_path / 'ck' / 'sin.pt'} is not a real run (n_embd=32 (real run: 128))") \
+        and "instead of results/" in note, note
+    assert EC.results_for_checkpoints(repo, False, small, fallback=tmp_path / "x")[0] == tmp_path / "x"
+    with pytest.raises(ValueError, match=r"sin\.pt is not a real run \(n_embd=32 \(real run: 128\)\).*--out"):
+        EC.results_for_checkpoints(repo, True, small, flag="--out")
+    # any other folder takes any checkpoint, and says nothing
+    assert EC.results_for_checkpoints(tmp_path / "r", True, small) == (tmp_path / "r", None)
+    assert EC.results_for_checkpoints(repo / "gpu", False, small) == (repo / "gpu", None), "the gpu preset's folder"
+    # a reason that holds for every checkpoint (another corpus) makes real checkpoints not real
+    other = EC.corpus_mismatch(tmp_path / "other.txt")
+    assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(tiny_lm.DEFAULT_CORPUS) == [], "the default corpus"
+    folder, note = EC.results_for_checkpoints(repo, False, real, also=other)
+    assert folder == tmp_path / "ck" / "results" and "other.txt" in note, note

@@ -84,3 +84,30 @@ def test_unknown_knob_is_one_line_error():
     r = subprocess.run([sys.executable, "recipe_ablation.py", "--knobs", "baseline,warp_speed"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "warp_speed" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_only_the_real_ablation_writes_results(tmp_path, capsys):
+    """Other lengths or scored tokens than `python recipe_ablation.py`'s: <out>/results with a note,
+    or refused in one line when --results results is given; checked before anything is trained."""
+    repo, out = ROOT / "results", tmp_path / "out"
+    with pytest.raises(SystemExit) as e:
+        recipe_ablation.main(["--tokens", "4096", "--results", str(repo), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "tokens=4096 (real run: 65536)" in err[0], err
+    args = recipe_ablation.parse_args(["--lengths", "64,256", "--out", str(out)])
+    assert recipe_ablation.output_folder(args, repo, out, [64, 256], 65536) == out / "results"
+    note = capsys.readouterr().err
+    assert note.startswith("note: ") and "lengths=[64, 256] (real run: [256, 4096])" in note, note
+    assert recipe_ablation.output_folder(recipe_ablation.parse_args([]), repo, out, [256, 4096], 65536) == repo
+    assert not out.exists(), "deciding the folder made it"
+
+
+def test_a_broken_checkpoint_to_reuse_is_reported_before_anything_is_trained(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "tied_head").mkdir(parents=True)
+    (out / "tied_head" / "rope.pt").write_bytes(b"not a checkpoint")
+    code = recipe_ablation.main(["--quick", "--knobs", "baseline,tied_head", "--schemes", "rope", "--out", str(out),
+                                 "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "tied_head/rope.pt is not a readable checkpoint" in err[0], err
+    assert not (out / "baseline").exists(), "the baseline was trained before the broken checkpoint was found"

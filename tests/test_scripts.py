@@ -260,8 +260,10 @@ def test_bad_input_extrapolation(quick_run, tmp_path):
     out = tmp_path / "res"
     out.mkdir()
     (out / "extrapolation.md").write_text("previous results\n")
-    msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(bad), "--results", str(out)), 2)
+    r = run("extrapolation_test.py", "--quick", "--ckpt-dir", str(bad), "--results", str(out))
+    msg = one_line_error(r, 2)
     assert "sin.pt" in msg and "not a readable checkpoint" in msg
+    assert "checkpoints:" not in r.stderr, f"none and learned were scored before sin.pt was found broken: {r.stderr}"
     assert (out / "extrapolation.md").read_text() == "previous results\n"
     # a checkpoint trained on another corpus
     corpus = tmp_path / "other.txt"
@@ -269,3 +271,79 @@ def test_bad_input_extrapolation(quick_run, tmp_path):
     msg = one_line_error(run("extrapolation_test.py", "--quick", "--ckpt-dir", str(d / "ck"), "--corpus", str(corpus),
                              "--variants", "rope", "--results", str(tmp_path / "x")), 2)
     assert "another corpus" in msg
+
+
+def refused(main, argv, capsys) -> str:
+    """Run a script's main(argv) in this process: it must stop with exit code 2 and exactly one
+    line on stderr, `error: ...` (a progress bar there would mean that work had started)."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
+        f"{' '.join(map(str, argv))}: exit {code}, stderr: {err[-800:]}"
+    return lines[0]
+
+
+def test_output_folders_that_cannot_be_written_are_refused_first(quick_run, tmp_path, capsys):
+    import benchmark
+    import breakage_test
+    import extrapolation_test
+    import long_context_test
+    import train_compare
+    import visualize_rope
+    d, _, _ = quick_run
+    (tmp_path / "file.txt").write_text("a file, not a folder")
+    bad = [str(tmp_path / "file.txt" / "out")] + (["/proc/nope"] if Path("/proc/self").is_dir() else [])
+    for folder in bad:
+        for main, argv in ((extrapolation_test.main, ["--quick", "--ckpt-dir", str(d / "ck"), "--results", folder]),
+                           (long_context_test.main, ["--quick", "--ckpt-dir", str(d / "ck"), "--results", folder]),
+                           (visualize_rope.main, ["--only", "1", "--out", folder]),
+                           (train_compare.main, ["--quick", "--out", str(tmp_path / "ck"), "--results", folder]),
+                           (train_compare.main, ["--quick", "--out", folder]),
+                           (benchmark.main, ["--quick", "--results", folder]),
+                           (breakage_test.main, ["--quick", "--out", folder])):
+            msg = refused(main, argv, capsys)
+            assert folder in msg and ("not a folder" in msg or "cannot write" in msg), msg
+    assert not (tmp_path / "ck").exists(), "train_compare.py trained before it found that --results is unwritable"
+
+
+def test_explicit_zero_or_empty_is_checked_not_replaced_by_the_default(quick_run, tmp_path, capsys):
+    import extrapolation_test
+    import long_context_test
+    import recipe_ablation
+    import visualize_rope
+    d, _, _ = quick_run
+    res = ["--results", str(tmp_path / "r")]
+    assert "--tokens must be positive, got 0" in refused(extrapolation_test.main,
+                                                         ["--preset", "preview", "--tokens", "0", *res], capsys)
+    assert "--lengths" in refused(extrapolation_test.main, ["--quick", "--lengths", "", *res], capsys)
+    for flag in ("--spans", "--trials", "--copy-trials", "--target-len"):
+        msg = refused(long_context_test.main, ["--quick", "--ckpt-dir", str(d / "ck"), flag, "0", *res], capsys)
+        assert "must be positive" in msg and "0" in msg.split("got ")[1].split(", "), f"{flag} 0: {msg}"
+    assert "--contexts" in refused(long_context_test.main, ["--quick", "--ckpt-dir", str(d / "ck"), "--contexts", "",
+                                                            *res], capsys)
+    assert "--lengths" in refused(recipe_ablation.main, ["--quick", "--lengths", "", *res], capsys)
+    for flag in ("--long-len", "--length", "--windows"):
+        assert f"{flag} 0" in refused(visualize_rope.main, ["--only", "1", flag, "0", "--out", str(tmp_path)], capsys)
+    assert not (tmp_path / "r").exists(), "a refused run wrote results"
+
+
+def test_visualize_rope_figures_asked_for_must_be_made(quick_run, tmp_path, capsys):
+    import visualize_rope
+    d, _, _ = quick_run
+    out = ["--out", str(tmp_path / "fig")]
+    assert "--only" in refused(visualize_rope.main, ["--only", "9", *out], capsys)
+    assert "--only" in refused(visualize_rope.main, ["--only", "1,x", *out], capsys)
+    msg = refused(visualize_rope.main, ["--only", "5", "--ckpt", str(tmp_path / "missing.pt"), *out], capsys)
+    assert "figure 5" in msg and "missing.pt" in msg, msg
+    msg = refused(visualize_rope.main, ["--only", "1,6", "--ckpt-dir", str(d / "ck"), *out], capsys)
+    assert "figure 6" in msg and "rope_theta10.pt" in msg, msg
+    msg = refused(visualize_rope.main, ["--only", "5", "--ckpt", str(d / "ck" / "alibi.pt"), *out], capsys)
+    assert "not a RoPE model" in msg, msg
+    assert not (tmp_path / "fig").exists(), "figure 1 was drawn before figure 6's checkpoints were found missing"
+    # the default (every figure, default folders): a missing checkpoint skips its figure, with a note
+    assert visualize_rope.main(["--only", "5", "--ckpt", str(d / "ck" / "rope.pt"), *out]) == 0
+    assert (tmp_path / "fig" / "rope_attention.png").is_file()

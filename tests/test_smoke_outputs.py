@@ -44,29 +44,71 @@ def copy_checkout(dst: Path) -> None:
 
 # Each script's smoke mode, with the smallest sizes it accepts where it has such flags; none of
 # those flags chooses an output path. train -> extrapolation -> figures depend on each other.
+# The commands in NOT_REAL (run after CHAIN, in one interpreter) choose no mode at all: the
+# checkpoints they read are not real runs, and that alone must keep them out of results/ (each
+# says where it writes instead). The last
+# one scores a preview-shaped rope at the lengths and tokens of results/extrapolation.json, as a
+# new user would: it would merge its rows into results/ and rewrite the README's tables.
+QUICK_EVAL = ["--lengths", "64,128,256,512", "--tokens", "4096", "--scalings", "yarn", "--decode-len", "0"]
+SHRUNK_PREVIEW = ["--preset", "preview", "--steps", "3", "--seq-len", "32", "--batch-size", "4", "--n-layer", "1",
+                  "--n-embd", "16", "--n-head", "2"]
+NOT_REAL = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL],
+            ["long_context_test.py", "--ckpt-dir", "runs/quick", "--contexts", "0,16,48,112", "--target-len", "32",
+             "--spans", "4", "--short", "16", "--distances", "24,48,96", "--trials", "4", "--copy-trials", "8",
+             "--scalings", "yarn", "--fixed-scalings", "", "--retrieval-scalings", "", "--variants", "rope,alibi"],
+            ["visualize_rope.py", "--only", "5", "--ckpt", "runs/quick/rope.pt"],
+            ["train_compare.py", "--steps", "2", "--variants", "rope"],  # the real model, 2 steps: runs/main
+            ["extrapolation_test.py", "--ckpt-dir", "runs/preview_rope", "--variants", "rope", "--scalings", "yarn",
+             "--decode-len", "0"]]
 CHAIN = [["train_compare.py", "--quick", "--steps", "5"],
          ["extrapolation_test.py", "--quick"],
          ["long_context_test.py", "--quick"],
          ["visualize_rope.py", "--quick"],
          # the preview's code path, shrunk: its presets, folders and table, not its sizes
-         ["train_compare.py", "--preset", "preview", "--steps", "3", "--seq-len", "32", "--batch-size", "4",
-          "--n-layer", "1", "--n-embd", "16", "--n-head", "2"],
-         ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"]]
+         ["train_compare.py", *SHRUNK_PREVIEW],
+         ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"],
+         ["train_compare.py", *SHRUNK_PREVIEW, "--variants", "rope", "--out", "runs/preview_rope"]]
 INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
                ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
                ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
+WATCHED = ["results", "README.md", "docs"]
+
+# One interpreter runs several commands as __main__ (torch is imported once), each given as
+# "script|arg|arg"; it prints "@@@ <command> <exit code>" and then what the command wrote on stderr.
+DRIVER = """
+import contextlib, io, runpy, sys
+for cmd in sys.argv[1:]:
+    script, *args = cmd.split("|")
+    sys.argv, err, code = [script, *args], io.StringIO(), None
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as e:
+            code = e.code
+    print(f"@@@ {cmd} {code}")
+    print(err.getvalue())
+"""
 
 
-def test_quick_modes_leave_results_untouched(tmp_path):
-    """Every --quick run and the preview in a copy of the repository: results/, README.md and docs/
-    byte-identical after."""
+def run_in_one(repo: Path, cmds) -> dict:
+    """{command as one string: (exit code as text, its stderr)} of cmds run by DRIVER in repo."""
+    r = subprocess.run([sys.executable, "-c", DRIVER, *("|".join(c) for c in cmds)], cwd=repo, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    parts = re.split(r"^@@@ (.*) (\S+)$", r.stdout, flags=re.M)[1:]  # [command, code, stderr, ...]
+    assert len(parts) == 3 * len(cmds), r.stdout[-2000:]
+    return {c.replace("|", " "): (code, err) for c, code, err in zip(parts[::3], parts[1::3], parts[2::3])}
+
+
+@pytest.fixture(scope="module")
+def quick_copy(tmp_path_factory):
+    """A copy of the repository in which CHAIN and then NOT_REAL ran, INDEPENDENT beside them: (the
+    copy, hashes of results/, README.md and docs/ before, failures, seconds, {NOT_REAL command: its stderr})."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to list the tracked files")
-    repo = tmp_path / "repo"
+    repo = tmp_path_factory.mktemp("copy") / "repo"
     copy_checkout(repo)
-    watched = ["results", "README.md", "docs"]
-    before = tree_hashes(repo, watched)
-    assert before, "the copy has no results/ to compare"
+    before = tree_hashes(repo, WATCHED)
     t0 = time.perf_counter()
     log = repo.parent / "logs"
     log.mkdir()
@@ -79,11 +121,23 @@ def test_quick_modes_leave_results_untouched(tmp_path):
         if r.returncode:
             failures.append(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-800:]}")
             break
+    stderr = {}
+    for cmd, (code, err) in ({} if failures else run_in_one(repo, NOT_REAL)).items():
+        stderr[cmd] = err
+        if code not in ("None", "0"):
+            failures.append(f"{cmd} exited {code}: {err[-800:]}")
     for cmd, p in procs:
         if p.wait(timeout=300):
             failures.append(f"{' '.join(cmd)} exited {p.returncode}: {(log / f'{cmd[0]}.err').read_text()[-800:]}")
-    secs = time.perf_counter() - t0
-    after = tree_hashes(repo, watched)
+    return repo, before, failures, time.perf_counter() - t0, stderr
+
+
+def test_quick_modes_leave_results_untouched(quick_copy):
+    """Every --quick run, the preview, and runs of checkpoints that are not real runs without any
+    mode flag, in a copy of the repository: results/, README.md and docs/ byte-identical after."""
+    repo, before, failures, secs, stderr = quick_copy
+    assert before, "the copy has no results/ to compare"
+    after = tree_hashes(repo, WATCHED)
     changed = sorted(f for f in before if f in after and after[f] != before[f])
     added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
     assert not (changed or added or removed), \
@@ -92,10 +146,34 @@ def test_quick_modes_leave_results_untouched(tmp_path):
     assert not failures, "\n".join(failures)
     for rel in ("runs/quick/results/extrapolation.md", "runs/quick/results/rope_rotation.png",
                 "runs/quick/results/context_use.png", "runs/quick/results/retrieval.png",
-                "runs/preview/results/ppl_vs_length.png", "runs/preview/results/extrapolation.md"):
+                "runs/preview/results/ppl_vs_length.png", "runs/preview/results/extrapolation.md",
+                "runs/quick/results/rope_attention.json", "runs/main/results/train_log.json",
+                "runs/preview_rope/results/extrapolation.json"):
         assert (repo / rel).is_file(), f"{rel} missing: the quick outputs went somewhere else"
     preview = (repo / "runs/preview/results/extrapolation.md").read_text()
     assert preview.startswith("| variant | ppl@32 | ppl@64 |") and "rope+yarn" in preview, preview
+    for cmd in map(" ".join, NOT_REAL):
+        notes = [ln for ln in stderr[cmd].splitlines() if ln.startswith("note: ")]
+        assert len(notes) == 1 and "is not a real run" in notes[0] and "instead of results/" in notes[0], \
+            f"{cmd} must say in one line where it writes instead of results/: {stderr[cmd][-600:]}"
+
+
+def test_explicit_results_with_checkpoints_that_are_not_real_is_refused(quick_copy):
+    """--results results (--out results for the figures) named explicitly with checkpoints that
+    are not real runs: one line naming the checkpoint and how it differs, exit 2, nothing written."""
+    repo, before, *_ = quick_copy
+    cmds = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL, "--results", "results"],
+            [*NOT_REAL[1], "--results", "results"],
+            ["visualize_rope.py", "--only", "5", "--ckpt", "runs/quick/rope.pt", "--out", "results"],
+            ["train_compare.py", "--quick", "--results", "results"],
+            ["train_compare.py", "--steps", "2", "--variants", "rope", "--results", "results"]]
+    for cmd, (code, err) in run_in_one(repo, cmds).items():
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert code == "2" and len(lines) == 1 and lines[0].startswith("error: runs/"), \
+            f"{cmd} exited {code}: {err[-600:]}"
+        assert "is not a real run" in lines[0] and ("n_layer=2 (real run: 4)" in lines[0] or
+                                                    "steps=2 (real run: 1100)" in lines[0]), lines[0]
+    assert tree_hashes(repo, WATCHED) == before, "a refused run wrote into results/, README.md or docs/"
 
 
 REDRAW = [["train_compare.py", "--redraw"], ["extrapolation_test.py", "--redraw"], ["long_context_test.py", "--redraw"],

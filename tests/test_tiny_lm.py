@@ -4,7 +4,9 @@ Every model here is tiny (2 layers, 2 heads, 32 channels, 20 tokens) so the file
 """
 import importlib.util
 import math
+import os
 import re
+import stat
 from dataclasses import asdict
 from pathlib import Path
 
@@ -229,6 +231,28 @@ def test_checkpoint_round_trip(pos, tie, tmp_path):
     with torch.no_grad():
         err = max_diff(loaded.eval()(x).logits, model(x).logits)
     assert err == 0.0, f"{pos}: outputs after reload differ, max diff {err:.2e}"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_written_files_get_the_mode_open_gives(umask, tmp_path):
+    """atomic_write's files (checkpoints, results) get the mode a plain open() gives under the same
+    umask, not mkstemp's 0600; a file written over keeps its own mode, as open() keeps it."""
+    old = os.umask(umask)
+    try:
+        with open(tmp_path / "plain.txt", "w") as f:  # the reference: what open() does
+            f.write("x")
+        tiny_lm.save_checkpoint(tmp_path / "m.pt", make_model("rope"), "abc", 0, {})
+        tiny_lm.atomic_write_text(tmp_path / "t.md", "table\n")
+        want = f"{stat.S_IMODE((tmp_path / 'plain.txt').stat().st_mode):03o}"
+        got = {n: f"{stat.S_IMODE((tmp_path / n).stat().st_mode):03o}" for n in ("m.pt", "t.md")}
+        assert got == {"m.pt": want, "t.md": want}, f"umask {umask:03o}: modes {got}, open() gives {want}"
+        os.chmod(tmp_path / "t.md", 0o640)
+        tiny_lm.atomic_write_text(tmp_path / "t.md", "new table\n")
+        kept = stat.S_IMODE((tmp_path / "t.md").stat().st_mode)
+        assert kept == 0o640, f"rewriting a 0640 file left mode {kept:03o}"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt", "plain.txt", "t.md"], "a temporary file stayed"
+    finally:
+        os.umask(old)
 
 
 def test_missing_checkpoint_says_how_to_make_it(tmp_path):

@@ -1,6 +1,7 @@
 """train_compare.py for bigger runs: a killed or interrupted variant resumes bit-identically,
 same seed = same weights, two torchrun processes = one process, the GPU preset's flags on a
-CPU, and the answers to bad input (learning rate, preset conflicts, broken or foreign states)."""
+CPU, the answers to bad input (learning rate, preset conflicts, broken or foreign states), and
+which checkpoints are real runs (variants.real_run_mismatch on hand-made checkpoint dicts)."""
 import contextlib
 import io
 import os
@@ -11,13 +12,17 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
 
+import tiny_lm
 import train_compare as tcmp
+from eval_common import LOG_KEYS
 from tiny_lm import GPTConfig, TinyLM
+from variants import TrainConfig, real_run_mismatch
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread; same in every run
@@ -306,3 +311,94 @@ def test_shards_partition_the_global_batch():
     assert rows == sorted(tuple(row.tolist()) for row in x), "the shards must be the batch's windows, each once"
     assert torch.equal(parts[1], x[[1, 5]]), parts[1]
     assert tcmp.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
+
+
+# ----------------------------------------------------------------------------- what a real run is
+
+def hand_made(variant, config=None, train=None):
+    """A checkpoint dict as train_compare.py saves one: the default model and recipe, with the
+    fields given here written over them by hand (vocab_size 65, as for Shakespeare)."""
+    return {"config": {**asdict(GPTConfig(vocab_size=65)), **(config or {})},
+            "extra": {"variant": variant, "train_config": {**asdict(TrainConfig()), **(train or {})}}}
+
+
+# rope_ft_yarn's recipe, worked out from the comment above FINETUNES (4x the length, 10% of the
+# steps, the same tokens per step, lr 5e-4, 10 warm-up steps, the factor for 16x) on rope's
+# real recipe (256 x 16, 1,100 steps, 32 evaluation windows), not by calling variants.
+FT_YARN_TRAIN = {"seq_len": 1024, "batch_size": 4, "steps": 110, "lr": 5e-4, "warmup": 10, "min_lr_frac": 1.0,
+                 "eval_every": 27, "eval_windows": 8, "seed": 1}
+FT_YARN_SCALING = {"rope_type": "yarn", "factor": 16.0, "original_max_len": 256}
+
+
+def test_real_runs_are_recognised():
+    real = {"alibi": hand_made("alibi", {"pos": "alibi"}),
+            "gemma_hybrid": hand_made("gemma_hybrid", {"attn_window": 64, "global_every": 4, "global_rope_theta": 1e6,
+                                                       "global_rope_p": 0.25}),
+            "rope_copy": hand_made("rope_copy", train={"steps": 2400}),
+            "rope_ft_yarn": hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING}, FT_YARN_TRAIN),
+            "rope_ft_none": hand_made("rope_ft_none", train=FT_YARN_TRAIN),
+            "alibi_copy_ft": hand_made("alibi_copy_ft", {"pos": "alibi"}, {**FT_YARN_TRAIN, "steps": 240,
+                                                                          "eval_every": 60})}
+    for name, ck in real.items():
+        assert real_run_mismatch(name, ck) == [], f"{name} is a real run, but: {real_run_mismatch(name, ck)}"
+    # another seed is a real run too (runs/seed1 holds them), and so is an older checkpoint whose
+    # config lacks fields added since (they hold their defaults)
+    assert real_run_mismatch("rope", hand_made("rope", train={"seed": 1})) == []
+    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING},
+                                                       {**FT_YARN_TRAIN, "seed": 2})) == []
+    old = hand_made("rope")
+    del old["config"]["temperature_floor"], old["extra"]["train_config"]["decay_embeddings"]
+    assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
+
+
+def test_runs_that_are_not_real_are_named_by_their_fields():
+    quick = hand_made("rope", {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512},
+                      {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4})
+    diff = real_run_mismatch("rope", quick)
+    assert [d.split("=")[0] for d in diff] == ["n_layer", "n_head", "n_embd", "max_len", "seq_len", "batch_size",
+                                                "steps", "warmup", "eval_every", "eval_windows"], diff
+    assert diff[0] == "n_layer=2 (real run: 4)" and "steps=30 (real run: 1100)" in diff, diff
+    assert real_run_mismatch("rope_copy", hand_made("rope_copy")) == ["steps=1100 (real run: 2400)"], \
+        "the copy family trains for 2,400 steps"
+    assert real_run_mismatch("rope", hand_made("rope", train={"steps": 10})) == ["steps=10 (real run: 1100)"]
+    eight = hand_made("rope_ft_yarn", {"rope_scaling": {**FT_YARN_SCALING, "factor": 8.0}}, FT_YARN_TRAIN)
+    assert real_run_mismatch("rope_ft_yarn", eight) == [f"rope_scaling={ {**FT_YARN_SCALING, 'factor': 8.0}!r} "
+                                                        f"(real run: {FT_YARN_SCALING!r})"]
+    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", train=FT_YARN_TRAIN)) == \
+        [f"rope_scaling=None (real run: {FT_YARN_SCALING!r})"], "a fine-tune without its scaling"
+    assert real_run_mismatch("rope", hand_made("alibi", {"pos": "alibi"})) == ["variant='alibi' (real run: 'rope')"]
+    no_record = hand_made("rope")
+    del no_record["extra"]["train_config"]
+    assert real_run_mismatch("rope", no_record) == ["train_config=None (real run: the recipe's)"]
+    assert real_run_mismatch("mystery", hand_made("mystery")) == ["variant 'mystery' is not in the registry"]
+
+
+def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, capsys):
+    """prepare_outputs, before any training: the default command (and the copy family's) plans real
+    runs and keeps results/; --steps 10 or a checkpoint of other sizes already in --out sends the
+    log to <out>/results with a note; an explicit --results results is then refused."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "ck"
+
+    def prepared(*argv):
+        args = tcmp.parse_args([*argv, "--out", str(out)])
+        names = [m for n in (args.variants or ",".join(tcmp.DEFAULT_VARIANTS)).split(",")
+                 for m in tcmp.FAMILIES.get(n, [n])]
+        settings = tcmp.resolved(args)
+        return tcmp.prepare_outputs(args, names, settings, print), settings["results"], capsys.readouterr().err
+
+    assert prepared() == (None, Path("results"), ""), "the default command plans real runs"
+    assert prepared("--variants", "copy") == (None, Path("results"), ""), "the copy family at 2,400 steps is real"
+    msg, results, err = prepared("--steps", "10")
+    assert (msg, results) == (None, out / "results") and "steps=10 (real run: 1100)" in err, (msg, results, err)
+    msg, _, _ = prepared("--steps", "10", "--results", "results")
+    assert msg.startswith(f"{out / 'none.pt'} is not a real run (steps=10 (real run: 1100))"), msg
+    msg, results, err = prepared("--seed", "1")  # its curves would replace seed 0's, keyed by variant name
+    assert (msg, results) == (None, out / "results") and "seed 1 (results/train_log.json" in err, (msg, results, err)
+    # a finished checkpoint of other sizes in --out: its curve would go into the log
+    small = TinyLM(GPTConfig(vocab_size=65, n_layer=1, pos="alibi"))
+    tiny_lm.save_checkpoint(out / "alibi.pt", small, "a" * 65, 10, {k: [] for k in LOG_KEYS},
+                            {"variant": "alibi", "train_config": asdict(TrainConfig())})
+    msg, results, err = prepared("--variants", "rope")
+    assert (msg, results) == (None, out / "results") and "alibi.pt is not a real run (n_layer=1" in err, err
+    assert not (out / "results").exists(), "deciding the folder made it"
