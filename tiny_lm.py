@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_alibi import ALiBi
 from pos_learned import LearnedPositionalEmbedding
-from pos_rope import RotaryEmbedding, rotary_dim
+from pos_rope import ScaledRotaryEmbedding, rotary_dim
 from pos_sin import SinusoidalPositionalEncoding
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
@@ -257,15 +257,15 @@ class TinyLM(nn.Module):
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
 
-    def _rope(self, scaling: dict = None, global_layers: bool = False) -> RotaryEmbedding:
+    def _rope(self, scaling: dict = None, global_layers: bool = False) -> ScaledRotaryEmbedding:
         """The RoPE tables of every RoPE layer, or with global_layers=True those of global_rope_theta/_p."""
         cfg = self.cfg
         base, p = cfg.rope_theta, cfg.rope_p
         if global_layers:
             base = base if cfg.global_rope_theta is None else cfg.global_rope_theta
             p = p if cfg.global_rope_p is None else cfg.global_rope_p
-        return RotaryEmbedding(cfg.n_embd // cfg.n_head, base, cfg.rope_pairing, scaling=scaling,
-                               partial_rotary_factor=cfg.partial_rotary_factor, rope_p=p)
+        return ScaledRotaryEmbedding(cfg.n_embd // cfg.n_head, base, cfg.rope_pairing, scaling=scaling,
+                                     partial_rotary_factor=cfg.partial_rotary_factor, rope_p=p)
 
     def rope_of(self, i: int):
         """The RotaryEmbedding layer i turns q and k with, or None (a NoPE layer, or no RoPE)."""

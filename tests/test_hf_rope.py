@@ -1,11 +1,11 @@
-"""pos_rope against Hugging Face's own code, where transformers is installed (CI skips this file).
+"""pos_rope and rope_hf against Hugging Face's own code, where transformers is installed (CI skips this file).
 
 1. The functions: inverse frequencies and attention factor of every rope_type in transformers'
    ROPE_INIT_FUNCTIONS (and "default"), each with and without partial rotary, to 1e-6, from the
    same settings block given to both. Lengths on both sides of the switch for dynamic and longrope.
 2. The configs: each file under tests/hf_configs/ read by transformers' config class and model
-   rotary module, against RotaryEmbedding.from_hf_config of the same dict; DeepSeek-V3's extra
-   softmax scale against transformers' DeepSeek attention.
+   rotary module, against rope_hf.from_hf_config of the same dict; DeepSeek-V3's extra
+   softmax scale (rope_hf.extra_softmax_scale) against transformers' DeepSeek attention.
 Written against transformers 5.x (rope_parameters; the functions read partial_rotary_factor from it).
 """
 import importlib
@@ -23,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pos_rope  # noqa: E402
-from pos_rope import RotaryEmbedding  # noqa: E402
+import rope_hf  # noqa: E402
 
 from transformers import AutoConfig, LlamaConfig  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
@@ -105,7 +105,7 @@ PARAMS = [(name, partial, L) for name, (_, lengths) in CASES.items()
 def test_inverse_frequencies_and_attention_factor_match_hugging_face(name, partial, seq_len):
     block = block_for(name, partial)
     want_inv, want_af = hf_init(block, seq_len)
-    inv, af = pos_rope.scaled_inv_freq(D, 10000.0, block, seq_len=seq_len, max_position_embeddings=M)  # rope_theta wins
+    inv, af = pos_rope.scaled_inv_freq(D, seq_len=seq_len, **rope_hf.rope_settings(block, max_position_embeddings=M))
     assert inv.shape == want_inv.shape, f"{name}, partial {partial}: {tuple(inv.shape)} vs HF {tuple(want_inv.shape)}"
     diff = (inv.double() - want_inv.double()).abs().max().item()
     assert diff < TOL, f"{name}, partial {partial}, length {seq_len}: inv_freq max diff {diff:.2e} vs HF"
@@ -114,16 +114,13 @@ def test_inverse_frequencies_and_attention_factor_match_hugging_face(name, parti
 
 @pytest.mark.parametrize("name, partial, seq_len", PARAMS)
 def test_the_module_uses_the_same_frequencies(name, partial, seq_len):
-    """RotaryEmbedding built from the block: its table frequencies at that total length are HF's."""
+    """The module built from the block: its table frequencies at that total length are HF's."""
     block = block_for(name, partial)
     want_inv, want_af = hf_init(block, seq_len)
-    rope = RotaryEmbedding(D, scaling=block, max_position_embeddings=M)
-    L0_here = rope.dynamic_from
-    if seq_len is not None and L0_here is not None and seq_len > L0_here:
+    rope = rope_hf.from_hf_block(D, block, max_position_embeddings=M)
+    if seq_len is not None:
         rope.cos_sin(1, offset=seq_len - 1)  # a decoding step at total length seq_len
-        inv = rope.dyn_inv
-    else:
-        inv = rope.inv_freq
+    inv = rope.inv_freq  # the frequencies of its tables now
     diff = (inv.double() - want_inv.double()).abs().max().item()
     assert diff < TOL, f"{name}, partial {partial}, length {seq_len}: module inv_freq max diff {diff:.2e} vs HF"
     assert abs(rope.attention_factor - want_af) < TOL
@@ -157,7 +154,7 @@ def test_config_files_read_as_hugging_face_reads_them(path):
     for layer_type in sorted(set(cfg.layer_types)) if nested else [None]:
         prefix = "" if layer_type is None else f"{layer_type}_"
         want_inv, want_af = getattr(rot, f"{prefix}inv_freq"), getattr(rot, f"{prefix}attention_scaling")
-        rope = RotaryEmbedding.from_hf_config(raw, layer_type=layer_type)
+        rope = rope_hf.from_hf_config(raw, layer_type=layer_type)
         assert rope.inv_freq.shape == want_inv.shape, f"{path.name} [{layer_type}]"
         diff = (rope.inv_freq.double() - want_inv.double()).abs().max().item()
         assert diff < TOL, f"{path.name} [{layer_type}]: inv_freq max diff {diff:.2e} vs transformers"
@@ -167,12 +164,13 @@ def test_config_files_read_as_hugging_face_reads_them(path):
 def test_phi35_long_set_as_hugging_face_switches():
     raw = json.loads((CONFIGS / "phi-3.5-mini-instruct.json").read_text())
     _, rot = hf_rotary(raw)
-    rope = RotaryEmbedding.from_hf_config(raw)
+    rope = rope_hf.from_hf_config(raw)
+    short = rope.inv_freq
     for pos, long in ((4095, False), (4096, True), (9000, True), (100, False)):  # total length pos + 1
         rot(torch.zeros(1), torch.tensor([[pos]]))  # HF switches its inv_freq on max(position_ids) + 1
-        rope.cos_sin(1, offset=pos)
-        ours = rope.dyn_inv if long else rope.inv_freq
-        assert (ours.double() - rot.inv_freq.double()).abs().max().item() < TOL, f"total length {pos + 1}"
+        rope.cos_sin(1, offset=pos)  # ours too, on the total length offset + T
+        assert (rope.inv_freq.double() - rot.inv_freq.double()).abs().max().item() < TOL, f"total length {pos + 1}"
+        assert torch.equal(rope.inv_freq, short) != long, f"total length {pos + 1}: long set {long} expected"
 
 
 def test_deepseek_v3_extra_softmax_scale_matches_its_attention():
@@ -180,4 +178,4 @@ def test_deepseek_v3_extra_softmax_scale_matches_its_attention():
     raw = json.loads((CONFIGS / "deepseek-v3.json").read_text())
     cfg, _ = hf_rotary(raw)
     want = yarn_apply_mscale(cfg.rope_parameters, 1.0)  # the multiplier on qk_head_dim ** -0.5
-    assert abs(RotaryEmbedding.from_hf_config(raw).extra_softmax_scale - want) < TOL
+    assert abs(rope_hf.extra_softmax_scale(raw) - want) < TOL

@@ -4,6 +4,7 @@ Sinusoidal: Vaswani et al. 2017 section 3.5. RoPE: Su et al. 2021. ALiBi: Press 
 Learned: the GPT/BERT lookup table.
 """
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -158,25 +159,34 @@ def test_rope_matches_rotation_formula():
     assert err < 5e-4, f"apply_rope vs written-out rotation at m = 4100: max diff {err:.2e}"
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "qkv_view", "odd_offset", "odd_stride"])
-def test_rope_complex_fast_path_equals_real_rotation(layout):
-    """The float32 path (one complex product) equals the rotation written out with
-    real tensors, values and gradients, for the strided views attention hands it."""
-    gen = torch.Generator().manual_seed(2)
-    B, H, T = 2, 3, 7
-    if layout == "contiguous":
-        x = torch.randn(B, H, T, D, generator=gen)
-    elif layout == "qkv_view":  # as in attention: (B, T, 3C) -> split -> (B, H, T, D) view
-        x = torch.randn(B, T, 3 * H * D, generator=gen)[..., H * D:2 * H * D].view(B, T, H, D).transpose(1, 2)
-    elif layout == "odd_offset":  # contiguous, but starts at an odd element
-        x = torch.randn(B * H * T * D + 1, generator=gen)[1:].view(B, H, T, D)
-    else:  # odd stride between rows
-        x = torch.randn(B, H, T, D + 1, generator=gen)[..., :D]
-    x = x.detach().requires_grad_(True)
-    cos, sin = pos_rope.precompute_freqs(D, T, offset=5)
-    got = pos_rope.apply_rope(x, cos, sin)
+def written_out(x, cos, sin):
+    """The adjacent-pair rotation as apply_rope writes it out: a' = a cos - b sin, b' = a sin + b cos."""
     a, b = x[..., 0::2], x[..., 1::2]
-    want = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def attention_layout(layout, B, H, T, D, gen):
+    """x (B, H, T, D) float32 as apply_rope meets it: contiguous; as attention hands it, (B, T, 3C) ->
+    split -> (B, H, T, D) view; starting at an odd element; with an odd stride between rows."""
+    if layout == "contiguous":
+        return torch.randn(B, H, T, D, generator=gen)
+    if layout == "qkv_view":
+        return torch.randn(B, T, 3 * H * D, generator=gen)[..., H * D:2 * H * D].view(B, T, H, D).transpose(1, 2)
+    if layout == "odd_offset":
+        return torch.randn(B * H * T * D + 1, generator=gen)[1:].view(B, H, T, D)
+    return torch.randn(B, H, T, D + 1, generator=gen)[..., :D]
+
+
+@pytest.mark.parametrize("layout, as_complex", [("contiguous", True), ("qkv_view", True), ("odd_offset", False),
+                                                ("odd_stride", False)])
+def test_rope_complex_fast_path_equals_real_rotation(layout, as_complex):
+    """apply_rope's float32 path (one complex product, where view_as_complex can read the pairs in place) and
+    its written-out path (other strides) equal the rotation written out, values and gradients."""
+    gen = torch.Generator().manual_seed(2)
+    x = attention_layout(layout, 2, 3, 7, D, gen).detach().requires_grad_(True)
+    assert pos_rope.pairs_as_complex(x) == as_complex, f"{layout}: the test should cover the other path"
+    cos, sin = pos_rope.precompute_freqs(D, 7, offset=5)
+    got, want = pos_rope.apply_rope(x, cos, sin), written_out(x, cos, sin)
     err = max_diff(got, want)
     assert err < 1e-6, f"complex fast path vs real rotation ({layout}): max diff {err:.2e}"
     w = torch.randn(got.shape, generator=gen)
@@ -184,6 +194,62 @@ def test_rope_complex_fast_path_equals_real_rotation(layout):
     g_want, = torch.autograd.grad((want * w).sum(), x)
     err = max_diff(g_got, g_want)
     assert err < 1e-6, f"complex fast path gradient vs real rotation ({layout}): max diff {err:.2e}"
+
+
+@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2", "AVX512"),
+                    reason="checked bit for bit on x86 CPU kernels only")
+@pytest.mark.parametrize("layout", ["contiguous", "qkv_view"])
+def test_rope_complex_product_is_the_written_out_rotation_bit_for_bit(layout):
+    """At the default tiny LM's training shape, (16, 4, 256, 32) float32 on CPU, the complex product computes
+    a cos - b sin and a sin + b cos exactly as the written-out lines: outputs and gradients equal bit for bit.
+    (Where a block of pairs is not a whole number of SIMD vectors, the last few can round once differently,
+    e.g. 4.8e-7 at (3, 2, 17, 8): the 1e-6 test above holds those.)"""
+    gen = torch.Generator().manual_seed(9)
+    x = attention_layout(layout, 16, 4, 256, 32, gen).detach().requires_grad_(True)
+    assert pos_rope.pairs_as_complex(x)
+    cos, sin = pos_rope.precompute_freqs(32, 256, offset=3)
+    got, want = pos_rope.apply_rope(x, cos, sin), written_out(x, cos, sin)
+    assert torch.equal(got, want), f"{layout}: max diff {max_diff(got, want):.2e}"
+    w = torch.randn(got.shape, generator=gen)
+    g_got, = torch.autograd.grad((got * w).sum(), x)
+    g_want, = torch.autograd.grad((want * w).sum(), x)
+    assert torch.equal(g_got, g_want), f"{layout}: gradient max diff {max_diff(g_got, g_want):.2e}"
+
+
+def test_plain_rope_works_alone():
+    """pos_rope.py down to its first `# ---- ` fence, run alone in a fresh namespace (what a reader who copies
+    it gets), within 160 lines: precompute_freqs, apply_rope and RotaryEmbedding work with nothing defined
+    after the fence; q_m . k_n depends on m - n only, and offset=o rotates as rows o.. of a full forward."""
+    lines = Path(pos_rope.__file__).read_text(encoding="utf-8").splitlines()
+    fence = next(i for i, line in enumerate(lines) if line.startswith("# ---- "))
+    assert fence <= 160, f"plain RoPE takes {fence} lines; the plain form should fit in the first 160"
+    plain = {"__name__": "plain_rope"}
+    exec(compile("\n".join(lines[:fence]), "pos_rope.py, plain part", "exec"), plain)
+    assert "ScaledRotaryEmbedding" not in plain and "apply_partial_rope" not in plain, "the fence is misplaced"
+    rope = plain["RotaryEmbedding"](D, init_len=8)
+    gen = torch.Generator().manual_seed(10)
+    q = torch.randn(D, generator=gen)
+    k = q + 0.3 * torch.randn(D, generator=gen)
+
+    def score(m, n):  # q_m . k_n with the copied module
+        qm = rope(q.view(1, 1, 1, D), q.view(1, 1, 1, D), offset=m)[0]
+        kn = rope(k.view(1, 1, 1, D), k.view(1, 1, 1, D), offset=n)[1]
+        return (qm * kn).sum().item()
+
+    scale = (q.norm() * k.norm()).item()
+    seen = {}
+    for delta in (0, 3, 50):
+        s = [score(m, m - delta) for m in (delta, 100, 2000)]
+        assert (max(s) - min(s)) / scale < 1e-4, f"q_m . k_(m-{delta}) depends on m: {s}"
+        seen[delta] = s[0]
+    assert max(seen.values()) - min(seen.values()) > 0.05 * scale, f"the score ignores m - n: {seen}"
+    x = torch.randn(1, 2, 40, D, generator=gen)
+    full = plain["RotaryEmbedding"](D, init_len=8)(x, x)[0]
+    part = rope(x[:, :, 30:], x[:, :, 30:], offset=30)[0]
+    err = max_diff(part, full[:, :, 30:])
+    assert err < 1e-6, f"offset=30 vs rows 30.. of the full forward: max diff {err:.2e}"
+    cos, sin = plain["precompute_freqs"](D, 40, theta=10000.0)
+    assert torch.equal(plain["apply_rope"](x, cos, sin), full), "the copied apply_rope differs from its module"
 
 
 def test_rope_score_depends_only_on_relative_position():

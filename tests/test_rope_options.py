@@ -13,7 +13,7 @@ import torch
 import pos_rope
 import test_tiny_lm
 import tiny_lm
-from pos_rope import PAIRINGS, RotaryEmbedding
+from pos_rope import PAIRINGS, RotaryEmbedding, ScaledRotaryEmbedding
 from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -28,7 +28,7 @@ def max_diff(a, b) -> float:
 
 
 def turn(rope, x, m):
-    """x (D,) float64 as RotaryEmbedding turns a query at position m (float32 angle tables)."""
+    """x (D,) float64 as the module turns a query at position m (float32 angle tables)."""
     return rope(x.view(1, 1, 1, -1), x.view(1, 1, 1, -1), offset=m)[0].view(-1)
 
 
@@ -55,7 +55,7 @@ def thetas_of(r, p=1.0, base=10000.0):
 @pytest.mark.parametrize("f, r", [(0.25, 8), (0.5, 16), (0.75, 24)])
 def test_partial_rotary_matches_definition(pairing, f, r):
     """The first r dims turn as an r-dim RoPE (θ_i = base^(-2i/r)); dims r.. are the input, bit for bit."""
-    rope = RotaryEmbedding(D, pairing=pairing, partial_rotary_factor=f)
+    rope = ScaledRotaryEmbedding(D, pairing=pairing, partial_rotary_factor=f)
     assert rope.rot_dim == r
     x = torch.randn(D, dtype=torch.float64)
     for m in (1, 7, 300):
@@ -70,7 +70,7 @@ def test_partial_frequencies_come_from_the_rotated_dim():
     """inv_freq = base^(-2i/r), computed from r as Hugging Face does, not the first r/2 of the full head's."""
     base = 500000.0
     for f, r in ((0.25, 8), (0.5, 16)):
-        got = RotaryEmbedding(D, base, partial_rotary_factor=f).inv_freq.double()
+        got = ScaledRotaryEmbedding(D, base, partial_rotary_factor=f).inv_freq.double()
         want = torch.tensor([base ** (-2 * i / r) for i in range(r // 2)], dtype=torch.float64)
         rel = (got / want - 1).abs().max().item()
         assert got.shape == (r // 2,) and rel < 1e-6, f"f={f}: inv_freq vs base^(-2i/{r}), max relative diff {rel:.2e}"
@@ -82,7 +82,7 @@ def test_partial_frequencies_come_from_the_rotated_dim():
 @pytest.mark.parametrize("f, p", [(0.25, 1.0), (0.5, 0.75), (1.0, 0.5)])
 def test_score_depends_only_on_m_minus_n(pairing, f, p):
     """q_m . k_n of the rotated part, and of the whole head, is a function of m - n, up to m = 8195."""
-    rope = RotaryEmbedding(D, pairing=pairing, partial_rotary_factor=f, rope_p=p)
+    rope = ScaledRotaryEmbedding(D, pairing=pairing, partial_rotary_factor=f, rope_p=p)
     r = rope.rot_dim
     q = torch.randn(D, dtype=torch.float64)
     k = q + 0.3 * torch.randn(D, dtype=torch.float64)  # close to q: the score then falls clearly with m - n
@@ -105,11 +105,11 @@ def test_factor_and_p_ends_are_nope_and_rope(pairing):
     q, k = torch.randn(2, 2, 40, D), torch.randn(2, 2, 40, D)
     plain = RotaryEmbedding(D, pairing=pairing)(q, k, offset=500)
     for kw in ({"partial_rotary_factor": 0.0}, {"rope_p": 0.0}, {"partial_rotary_factor": 0.5, "rope_p": 0.0}):
-        got = RotaryEmbedding(D, pairing=pairing, **kw)(q, k, offset=500)
+        got = ScaledRotaryEmbedding(D, pairing=pairing, **kw)(q, k, offset=500)
         assert torch.equal(got[0], q) and torch.equal(got[1], k), \
             f"{kw}: should be NoPE, max diff {max(max_diff(got[0], q), max_diff(got[1], k)):.2e}"
     for kw in ({"partial_rotary_factor": 1.0}, {"rope_p": 1.0}, {"partial_rotary_factor": 1, "rope_p": 1}):
-        got = RotaryEmbedding(D, pairing=pairing, **kw)(q, k, offset=500)
+        got = ScaledRotaryEmbedding(D, pairing=pairing, **kw)(q, k, offset=500)
         assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1]), f"{kw}: should be plain RoPE"
     assert max_diff(plain[0], q) > 0.1, "plain RoPE at offset 500 should move q"
 
@@ -124,7 +124,7 @@ def test_factor_and_p_ends_are_nope_and_rope(pairing):
 ])
 def test_bad_options_raise_one_line(kw, match):
     with pytest.raises(ValueError, match=match) as e:
-        RotaryEmbedding(D, **kw)
+        ScaledRotaryEmbedding(D, **kw)
     assert "\n" not in str(e.value)
 
 
@@ -136,7 +136,7 @@ KEPT_OF_16 = {0.0: 0, 0.1: 1, 0.25: 4, 0.5: 8, 0.75: 12, 0.9: 14, 0.99: 15, 1.0:
 
 @pytest.mark.parametrize("p", sorted(KEPT_OF_16))
 def test_p_rope_keeps_the_fastest_pairs_of_full_rope(p):
-    inv = RotaryEmbedding(D, rope_p=p).inv_freq
+    inv = ScaledRotaryEmbedding(D, rope_p=p).inv_freq
     kept = KEPT_OF_16[p]
     full = pos_rope.rope_inv_freq(D)
     assert torch.equal(inv[:kept], full[:kept]), f"p={p}: the {kept} kept pairs must keep plain RoPE's frequencies"
@@ -148,7 +148,7 @@ def test_p_rope_keeps_the_fastest_pairs_of_full_rope(p):
 @pytest.mark.parametrize("pairing", PAIRINGS)
 def test_p_rope_zero_frequency_pairs_untouched(pairing):
     """p = 0.75 of 16 pairs: pairs 12..15 (dims 24..31 adjacent; 12..15 and 28..31 half) are the input exactly."""
-    rope = RotaryEmbedding(D, pairing=pairing, rope_p=0.75)
+    rope = ScaledRotaryEmbedding(D, pairing=pairing, rope_p=0.75)
     still = list(range(24, 32)) if pairing == "adjacent" else list(range(12, 16)) + list(range(28, 32))
     moving = [d for d in range(D) if d not in still]
     x = torch.randn(3, 2, 50, D)
@@ -162,7 +162,7 @@ def test_p_rope_zero_frequency_pairs_untouched(pairing):
 
 def test_p_rope_inside_partial_counts_the_rotated_pairs():
     """f = 0.5 of 32 dims: r = 16, 8 pairs; p = 0.5 keeps the fastest 4, with θ_i = base^(-2i/16)."""
-    rope = RotaryEmbedding(D, partial_rotary_factor=0.5, rope_p=0.5)
+    rope = ScaledRotaryEmbedding(D, partial_rotary_factor=0.5, rope_p=0.5)
     want = torch.tensor(thetas_of(16, 0.5), dtype=torch.float64)
     assert rope.inv_freq.shape == (8,) and max_diff(rope.inv_freq, want) < 1e-7, rope.inv_freq
 
@@ -171,7 +171,7 @@ def test_p_rope_inside_partial_counts_the_rotated_pairs():
 
 def test_ntk_with_partial_uses_the_rotated_dim():
     """head dim 64, f = 0.25: r = 16, so base' = 10000 * 4^(16/14) (not 4^(64/62))."""
-    rope = RotaryEmbedding(64, partial_rotary_factor=0.25, scaling={"rope_type": "ntk", "factor": 4.0})
+    rope = ScaledRotaryEmbedding(64, partial_rotary_factor=0.25, scaling={"rope_type": "ntk", "factor": 4.0})
     base_r = 10000.0 * 4.0 ** (16 / 14)  # = 40000 * e^(ln 4 / 7) = 48760.5...
     assert base_r == pytest.approx(48760.5, abs=0.1)
     want = torch.tensor([base_r ** (-2 * i / 16) for i in range(8)], dtype=torch.float64)
@@ -191,27 +191,27 @@ def test_yarn_and_linear_with_partial_match_the_formula_on_r():
     assert (low, high) == (2, 6)
     ramp = ((torch.arange(r // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
     want = (1 / pos_freqs) * (1 - ramp) + (1 / (s * pos_freqs)) * ramp
-    yarn = RotaryEmbedding(64, base, partial_rotary_factor=0.25,
-                           scaling={"rope_type": "yarn", "factor": s, "original_max_len": L0})
+    yarn = ScaledRotaryEmbedding(64, base, partial_rotary_factor=0.25,
+                                 scaling={"rope_type": "yarn", "factor": s, "original_max_len": L0})
     rel = (yarn.inv_freq.double() / want - 1).abs().max().item()
     assert rel < 1e-6, f"yarn on r = 16: max relative diff {rel:.2e}"
     assert yarn.attention_factor == pytest.approx(0.1 * math.log(s) + 1)
-    lin = RotaryEmbedding(64, base, partial_rotary_factor=0.25, scaling={"rope_type": "linear", "factor": s})
+    lin = ScaledRotaryEmbedding(64, base, partial_rotary_factor=0.25, scaling={"rope_type": "linear", "factor": s})
     rel = (lin.inv_freq.double() * s * pos_freqs - 1).abs().max().item()
     assert rel < 1e-6, f"linear on r = 16: max relative diff {rel:.2e}"
 
 
 def test_dynamic_with_partial_rebuilds_on_the_rotated_dim():
     """dynamic, r = 16 of 64, s = 2, L0 = 16, total length 64: base' = 10000 (2 * 64/16 - 1)^(16/14)."""
-    rope = RotaryEmbedding(64, partial_rotary_factor=0.25,
-                           scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_len": 16})
+    rope = ScaledRotaryEmbedding(64, partial_rotary_factor=0.25,
+                                 scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_len": 16})
     cos, sin = rope.cos_sin(64)
     base_r = 10000.0 * 7.0 ** (16 / 14)
     angles = torch.tensor([[m * base_r ** (-2 * i / 16) for i in range(8)] for m in range(64)], dtype=torch.float64)
     err = max(max_diff(cos, torch.cos(angles)), max_diff(sin, torch.sin(angles)))
     assert cos.shape == (64, 8) and err < 1e-5, f"dynamic on r = 16 at length 64: max diff {err:.2e}"
-    p_rope = RotaryEmbedding(64, partial_rotary_factor=0.25, rope_p=0.5,
-                             scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_len": 16})
+    p_rope = ScaledRotaryEmbedding(64, partial_rotary_factor=0.25, rope_p=0.5,
+                                   scaling={"rope_type": "dynamic", "factor": 2.0, "original_max_len": 16})
     cos_p, sin_p = p_rope.cos_sin(64)  # the rebuilt table keeps p-RoPE: pairs 4..7 stay at angle 0
     assert torch.equal(cos_p[:, :4], cos[:, :4]) and torch.equal(cos_p[:, 4:], torch.ones(64, 4))
     assert torch.equal(sin_p[:, 4:], torch.zeros(64, 4))
@@ -220,8 +220,8 @@ def test_dynamic_with_partial_rebuilds_on_the_rotated_dim():
 def test_options_survive_a_cast_to_bfloat16():
     """.to(bfloat16) rebuilds the float32 tables with the same r and the same zero-frequency pairs."""
     kw = {"partial_rotary_factor": 0.5, "rope_p": 0.5}
-    want = RotaryEmbedding(D, **kw).cos_sin(4, 4000)
-    got = RotaryEmbedding(D, **kw).to(torch.bfloat16).cos_sin(4, 4000)
+    want = ScaledRotaryEmbedding(D, **kw).cos_sin(4, 4000)
+    got = ScaledRotaryEmbedding(D, **kw).to(torch.bfloat16).cos_sin(4, 4000)
     assert got[0].dtype == torch.float32 and got[0].shape == (4, 8)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), "tables changed with the cast"
 

@@ -1,10 +1,10 @@
-"""RoPE context-extension scaling (pos_rope.scaled_inv_freq and RotaryEmbedding(scaling=...)),
-in our keys and in Hugging Face's rope_scaling blocks pasted as they stand.
+"""RoPE context-extension scaling (pos_rope.scaled_inv_freq and ScaledRotaryEmbedding(scaling=...)),
+in pos_rope's keys; Hugging Face's blocks pasted as they stand (rope_hf.py): tests/test_hf_configs.py.
 
 Checks against hand-computed numbers, against the formulas written out independently
 (the way Hugging Face's modeling_rope_utils.py writes them), and the properties that must
 survive scaling: factor 1 is plain RoPE (dynamic: up to original_max_len, as in Hugging Face),
-q_m . k_n depends only on m - n.
+q_m . k_n depends only on m - n; longrope's switch of its factor set by the total length.
 """
 import math
 import os
@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pos_rope  # noqa: E402
-from pos_rope import ROPE_TYPES, RotaryEmbedding, precompute_freqs, scaled_inv_freq  # noqa: E402
+from pos_rope import ROPE_TYPES, RotaryEmbedding, ScaledRotaryEmbedding, precompute_freqs, scaled_inv_freq  # noqa: E402
 
 
 def cfg(kind, factor, L0=64, **kw):
@@ -32,7 +32,7 @@ def test_factor_one_is_plain_rope(kind):
     # Lengths beyond original_max_len too, except for dynamic: its base follows the length L
     # from L0 on even at factor 1 (test_dynamic_matches_hugging_face_bases).
     plain = RotaryEmbedding(32)
-    scaled = RotaryEmbedding(32, scaling=cfg(kind, 1.0, L0=16))
+    scaled = ScaledRotaryEmbedding(32, scaling=cfg(kind, 1.0, L0=16))
     cases = ((8, 0), (16, 0), (5, 11)) if kind == "dynamic" else ((8, 0), (300, 0), (5, 1000))
     for T, off in cases:
         c0, s0 = plain.cos_sin(T, off)
@@ -55,8 +55,8 @@ def test_ntk_base_hand_computed():
 
 def test_yarn_correction_range_hand_computed():
     # i(r) = d ln(L0 / (2 pi r)) / (2 ln base): i(32) = 20.94 -> 20, i(1) = 45.03 -> 46
-    assert pos_rope.yarn_correction_dim(32, 128, 10000.0, 4096) == pytest.approx(20.94, abs=0.01)
-    assert pos_rope.yarn_correction_dim(1, 128, 10000.0, 4096) == pytest.approx(45.03, abs=0.01)
+    low, high = pos_rope.yarn_correction_range(128, 10000.0, 4096, 32, 1, truncate=False)
+    assert low == pytest.approx(20.94, abs=0.01) and high == pytest.approx(45.03, abs=0.01)
     assert pos_rope.yarn_correction_range(128, 10000.0, 4096, 32, 1) == (20, 46)
 
 
@@ -64,7 +64,7 @@ def test_yarn_correction_range_hand_computed():
 def test_yarn_temperature(s, expected):
     got = pos_rope.yarn_attention_factor(s)
     assert round(got, 4) == expected, f"0.1 ln {s} + 1 = {got:.6f}, expected {expected}"
-    rope = RotaryEmbedding(16, scaling=cfg("yarn", float(s)))
+    rope = ScaledRotaryEmbedding(16, scaling=cfg("yarn", float(s)))
     c, sn = rope.cos_sin(40)
     norm = (c ** 2 + sn ** 2).sqrt()
     assert maxdiff(norm, torch.full_like(norm, expected)) < 1e-4, "cos and sin should both carry the factor"
@@ -89,7 +89,7 @@ def test_yarn_matches_reference_formula():
 def test_linear_position_m_times_s_is_plain_m():
     plain = RotaryEmbedding(32)
     for s in (4.0, 3.0):
-        lin = RotaryEmbedding(32, scaling={"rope_type": "linear", "factor": s})
+        lin = ScaledRotaryEmbedding(32, scaling={"rope_type": "linear", "factor": s})
         m = torch.arange(0, 200)
         cp, sp = plain.cos_sin(200)
         cl, sl = lin.cos_sin(int(200 * s))
@@ -131,7 +131,7 @@ def test_llama3_with_equal_factors_is_a_step():
 
 def test_dynamic_identity_up_to_L0_then_different():
     L0, s, d = 64, 4.0, 32
-    plain, dyn = RotaryEmbedding(d), RotaryEmbedding(d, scaling=cfg("dynamic", s, L0))
+    plain, dyn = RotaryEmbedding(d), ScaledRotaryEmbedding(d, scaling=cfg("dynamic", s, L0))
     for T, off in ((L0, 0), (10, L0 - 10), (1, L0 - 1)):
         assert torch.equal(dyn.cos_sin(T, off)[0], plain.cos_sin(T, off)[0]), f"T={T} offset={off} is within L0"
     c_dyn, _ = dyn.cos_sin(4 * L0)
@@ -176,7 +176,7 @@ def test_dynamic_matches_hugging_face_bases(s, L):
     want = HAND_BASES[(s, L)]
     assert want == pytest.approx(hf_dynamic_base(base, s, d, L, L0), rel=1e-12), "the hand table is off"
     # the frequencies for the total length L, from the module as a model uses it
-    rope = RotaryEmbedding(d, base, scaling=cfg("dynamic", float(s), L0))
+    rope = ScaledRotaryEmbedding(d, base, scaling=cfg("dynamic", float(s), L0))
     cos, sin = rope.cos_sin(L)
     inv = [want ** (-2 * i / d) for i in range(d // 2)]  # θ_i = base'^(-2i/d), float64
     angles = torch.tensor([[m * th for th in inv] for m in range(L)], dtype=torch.float64)  # (L, d/2)
@@ -187,7 +187,7 @@ def test_dynamic_matches_hugging_face_bases(s, L):
     rel = maxdiff(got_inv / torch.tensor(inv, dtype=torch.float64), torch.ones(d // 2))
     assert rel < 1e-6 and af == 1.0, f"dynamic s={s} L={L}: inv_freq vs base' {want:.2f}, max relative diff {rel:.2e}"
     if L > L0:  # not vacuous: the neighbouring factor gives another table at this length
-        other = RotaryEmbedding(d, base, scaling=cfg("dynamic", 3.0, L0)).cos_sin(L)[0]
+        other = ScaledRotaryEmbedding(d, base, scaling=cfg("dynamic", 3.0, L0)).cos_sin(L)[0]
         assert maxdiff(other, cos) > 100 * tol, f"s=3 and s={s} agree at L={L}: the check cannot tell factors apart"
 
 
@@ -195,8 +195,8 @@ def test_dynamic_matches_hugging_face_bases(s, L):
 def test_dynamic_factor_one_is_static_ntk_at_L_over_L0(L, offset):
     # with s = 1 the bracket is L / L0: dynamic at length L is static ntk with factor L / L0
     d, L0 = 32, 256
-    dyn = RotaryEmbedding(d, scaling=cfg("dynamic", 1.0, L0)).cos_sin(L - offset, offset)
-    ntk = RotaryEmbedding(d, scaling={"rope_type": "ntk", "factor": L / L0}).cos_sin(L - offset, offset)
+    dyn = ScaledRotaryEmbedding(d, scaling=cfg("dynamic", 1.0, L0)).cos_sin(L - offset, offset)
+    ntk = ScaledRotaryEmbedding(d, scaling={"rope_type": "ntk", "factor": L / L0}).cos_sin(L - offset, offset)
     err = max(maxdiff(dyn[0], ntk[0]), maxdiff(dyn[1], ntk[1]))
     assert err == 0.0, f"dynamic s=1 vs ntk s={L / L0:g} at L={L}, offset={offset}: max diff {err:.2e}"
     plain = RotaryEmbedding(d).cos_sin(L - offset, offset)[0]
@@ -207,7 +207,7 @@ def test_scaling_validated_once(monkeypatch):
     calls = []
     real = pos_rope.check_scaling
     monkeypatch.setattr(pos_rope, "check_scaling", lambda sc: calls.append(1) or real(sc))
-    rope = RotaryEmbedding(16, scaling=cfg("dynamic", 2.0, L0=8))
+    rope = ScaledRotaryEmbedding(16, scaling=cfg("dynamic", 2.0, L0=8))
     for T, off in ((4, 0), (20, 0), (30, 0), (5, 40), (100, 0)):  # new lengths beyond L0: table rebuilds
         rope.cos_sin(T, off)
     rope.to(torch.bfloat16)  # a cast rebuilds the tables too
@@ -218,7 +218,7 @@ def test_scaling_validated_once(monkeypatch):
 def test_relative_position_property_survives_scaling(kind):
     torch.manual_seed(0)
     D, L0 = 32, 64
-    rope = RotaryEmbedding(D, scaling=None if kind is None else cfg(kind, 8.0, L0))
+    rope = ScaledRotaryEmbedding(D, scaling=None if kind is None else cfg(kind, 8.0, L0))
     T = 2000  # one table for the whole length (dynamic: one base for this length)
     c, s = rope.cos_sin(T)
     q, k = torch.randn(D, dtype=torch.float64), torch.randn(D, dtype=torch.float64)
@@ -251,35 +251,39 @@ def test_tiny_lm_runs_beyond_training_length(kind):
 
 @pytest.mark.parametrize("bad, match", [
     ({"rope_type": "axial", "factor": 2.0}, "unknown rope_type 'axial'"),
-    ({"factor": 2.0}, r"rope_type 'default' does not take \['factor'\]"),  # no type: HF's plain RoPE
+    ({"factor": 2.0}, "unknown rope_type None"),  # pos_rope's dicts name their type (HF's blocks: test_hf_configs)
     ({"rope_type": "longrope", "factor": 2.0, "original_max_len": 64}, r"needs \['short_factor', 'long_factor'\]"),
     ({"rope_type": "linear", "factor": 0.5}, "factor must be a number >= 1"),
+    ({"rope_type": "linear"}, "linear needs a factor"),
     ({"rope_type": "yarn", "factor": 4.0}, "needs original_max_len"),
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "original_max_len": 128},
-     "original_max_position_embeddings=256 and original_max_len=128, two names of one setting"),
-    ({"type": "yarn", "rope_type": "linear", "factor": 4.0}, "type='yarn' and rope_type='linear'"),
-    ({"type": "dynamic", "factor": 2.0}, r"needs original_max_len \(HF: original_max_position_embeddings\)"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": 0.0}, "attention_factor must be"),
     ({"rope_type": "yarn", "factor": 4.0, "original_max_len": 64, "attention_factor": "1"}, "attention_factor must be"),
     ({"rope_type": "llama3", "factor": 8.0, "original_max_len": 64, "low_freq_factor": 5.0}, "high_freq_factor >="),
     ({"rope_type": "linear", "factor": 2.0, "beta_fast": 32.0}, r"does not take \['beta_fast'\]"),
     ({"rope_type": "dynamic", "factor": 2.0, "original_max_len": 64, "factr": 3.0}, r"does not take \['factr'\]"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},  # HF's name: rope_hf.py reads it
+     r"does not take \['original_max_position_embeddings'\]"),
+    ({"rope_type": "longrope", "factor": 2.0, "original_max_len": 64, "long_factor": [1.0], "short_factor": [1.0]},
+     "short_factor has 1 numbers, but the rotated dim 16 has 8 pairs"),
 ])
 def test_bad_scaling_raises(bad, match):
     with pytest.raises(ValueError, match=match) as e:
-        RotaryEmbedding(16, scaling=bad)
+        ScaledRotaryEmbedding(16, scaling=bad)
     assert "\n" not in str(e.value), f"the message should be one line: {str(e.value)!r}"
 
 
-def test_precompute_attention_factor():
-    c1, s1 = precompute_freqs(16, 10)
-    c2, s2 = precompute_freqs(16, 10, attention_factor=1.5)
+def test_attention_factor_multiplies_both_tables():
+    """A yarn or longrope attention factor: the module's cos and sin are the plain tables of its frequencies
+    times the factor (precompute_freqs stays plain RoPE's)."""
+    rope = ScaledRotaryEmbedding(16, scaling=cfg("yarn", 4.0, attention_factor=1.5), init_len=10)
+    c1, s1 = precompute_freqs(16, 10, inv_freq=rope.inv_freq)
+    c2, s2 = rope.cos_sin(10)
     assert maxdiff(c2, 1.5 * c1) < 1e-6 and maxdiff(s2, 1.5 * s1) < 1e-6
 
 
 @pytest.mark.parametrize("kind", ("yarn", "dynamic"))
 def test_scaled_tables_stay_float32_after_module_cast(kind):
-    rope = RotaryEmbedding(16, scaling=cfg(kind, 4.0, L0=8))
+    rope = ScaledRotaryEmbedding(16, scaling=cfg(kind, 4.0, L0=8))
     want = [t.clone() for t in rope.cos_sin(40, 3000)]
     rope = rope.to(torch.bfloat16)
     got = rope.cos_sin(40, 3000)
@@ -288,82 +292,79 @@ def test_scaled_tables_stay_float32_after_module_cast(kind):
     assert d < 1e-6, f"{kind}: tables after .to(bfloat16) differ from float32 ones by {d:.2e}"
 
 
-# ---------------------------------------------------------------------------- Hugging Face rope_scaling blocks
-# Written out as they stand in the models' config.json, next to the same setting in our own keys.
-HF_BLOCKS = {
-    "llama3.1": ({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                  "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-                 {"rope_type": "llama3", "factor": 8.0, "original_max_len": 8192}),
-    "qwen-yarn": ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
-                  {"rope_type": "yarn", "factor": 4.0, "original_max_len": 32768}),
-    "qwen2.5-yarn-legacy": ({"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"},
-                            {"rope_type": "yarn", "factor": 4.0, "original_max_len": 32768}),
-    "linear-legacy": ({"type": "linear", "factor": 2.0}, {"rope_type": "linear", "factor": 2.0}),
-    "dynamic": ({"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4096},
-                {"rope_type": "dynamic", "factor": 2.0, "original_max_len": 4096}),
-    "yarn-betas": ({"rope_type": "yarn", "factor": 32.0, "beta_fast": 32, "beta_slow": 1, "attention_factor": 1.2,
-                    "original_max_position_embeddings": 4096},
-                   {"rope_type": "yarn", "factor": 32.0, "attention_factor": 1.2, "original_max_len": 4096}),
-}
-
-
-@pytest.mark.parametrize("name", sorted(HF_BLOCKS))
-def test_hugging_face_blocks_as_they_stand(name):
-    """A pasted block gives the same frequencies, attention factor and tables as our own spelling."""
-    hf, ours = HF_BLOCKS[name]
-    pasted = dict(hf)
-    for d, base in ((128, 500000.0), (64, 1000000.0)):
-        a, b = RotaryEmbedding(d, base, scaling=pasted), RotaryEmbedding(d, base, scaling=ours)
-        diff = maxdiff(a.inv_freq, b.inv_freq)
-        assert torch.equal(a.inv_freq, b.inv_freq), f"{name}, d={d}: inv_freq max diff {diff:.2e}"
-        assert a.attention_factor == b.attention_factor and a.scaling == b.scaling, (a.scaling, b.scaling)
-        L = 2 * (b.scaling["original_max_len"] or 50)  # dynamic: a length beyond L0
-        assert torch.equal(a.cos_sin(3, L)[0], b.cos_sin(3, L)[0]), f"{name}, d={d}: cos tables differ"
-        moved = maxdiff(a.cos_sin(3, L)[0], RotaryEmbedding(d, base).cos_sin(3, L)[0])
-        assert moved > 1e-3, f"{name}: the block changed nothing at length {L}"
-    assert pasted == hf, "check_scaling must not change the caller's dict"
-
-
-def test_llama31_block_gives_meta_numbers():
-    """Llama 3.1 8B (head dim 128, base 500000): the fastest pair is kept, the slowest divided by 8."""
-    rope = RotaryEmbedding(128, 500000.0, scaling=HF_BLOCKS["llama3.1"][0])
-    plain = pos_rope.rope_inv_freq(128, 500000.0)
-    assert rope.inv_freq[0] == plain[0] and rope.inv_freq[-1] == plain[-1] / 8
-    assert rope.attention_factor == 1.0
 
 
 def test_yarn_attention_factor_overrides_the_temperature():
-    """HF's attention_factor replaces 0.1 ln(s) + 1 and multiplies cos and sin (so q.k by its square)."""
+    """attention_factor replaces 0.1 ln(s) + 1 and multiplies cos and sin (so q.k by its square)."""
     for af in (1.0, 0.7, 1.5):
-        rope = RotaryEmbedding(16, scaling={"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 64,
-                                            "attention_factor": af})
+        rope = ScaledRotaryEmbedding(16, scaling=cfg("yarn", 16.0, attention_factor=af))
         c, s = rope.cos_sin(50, 10)
         norm = (c.double() ** 2 + s.double() ** 2).sqrt()
         assert maxdiff(norm, torch.full_like(norm, af)) < 1e-6, f"attention_factor {af}: |(cos, sin)| is not {af}"
-    default = RotaryEmbedding(16, scaling={"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 64})
+    default = ScaledRotaryEmbedding(16, scaling=cfg("yarn", 16.0))
     assert default.attention_factor == pytest.approx(0.1 * math.log(16) + 1)
 
 
-@pytest.mark.parametrize("block, kw, match", [
-    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "mrope_section": [16, 24, 24]},
-     {}, r"does not take \['mrope_section'\] \(mrope_section: multimodal RoPE"),  # Qwen2-VL
-    ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5},
-     {"partial_rotary_factor": 0.25}, "partial_rotary_factor=0.25 and the block's partial_rotary_factor=0.5"),
-    ({"rope_type": "default", "rope_theta": 1000000.0}, {"base": 500000.0}, "base=500000.0 and rope_theta=1000000.0"),
-    ({"rope_type": "longrope", "factor": 2.0, "original_max_len": 64, "long_factor": [1.0], "short_factor": [1.0]},
-     {}, "short_factor has 1 numbers, but the rotated dim 64 has 32 pairs"),
+# ---------------------------------------------------------------------------- longrope
+def l_block(L0=16, short=None, long=None, **kw):
+    n = 8  # head dim 16
+    return {"rope_type": "longrope", "factor": 4.0, "original_max_len": L0,
+            "short_factor": short or [1.0 + 0.1 * i for i in range(n)],
+            "long_factor": long or [1.0 + i for i in range(n)],
+            **kw}
+
+
+def test_longrope_switches_by_total_length_never_by_position():
+    rope = ScaledRotaryEmbedding(16, scaling=l_block())
+    plain = pos_rope.rope_inv_freq(16)
+    af = math.sqrt(1 + math.log(4.0) / math.log(16))
+    assert rope.attention_factor == pytest.approx(af, abs=1e-12)
+    short = [af * t for t in precompute_freqs(16, 40, inv_freq=plain / torch.tensor(l_block()["short_factor"]))]
+    long = [af * t for t in precompute_freqs(16, 40, inv_freq=plain / torch.tensor(l_block()["long_factor"]))]
+    c, s = rope.cos_sin(16)  # total length 16 = L0: short, every row
+    assert torch.equal(c, short[0][:16]) and torch.equal(s, short[1][:16])
+    c, s = rope.cos_sin(40)  # total length 40 > L0: long, rows 0..15 included
+    assert torch.equal(c, long[0]) and torch.equal(s, long[1]), "beyond L0 every position gets the long factors"
+    assert maxdiff(c[:16], short[0][:16]) > 1e-3
+    c, s = rope.cos_sin(1, offset=39)  # cached decoding at total length 40: row 39 of the long table
+    assert torch.equal(c, long[0][39:40])
+    c, s = rope.cos_sin(4, offset=10)  # back within L0: short again
+    assert torch.equal(c, short[0][10:14])
+
+
+def test_longrope_long_table_grows_without_rebuilding_per_step():
+    """Decoding token by token beyond L0 reuses the long table (its frequencies do not change with length)."""
+    rope = ScaledRotaryEmbedding(16, scaling=l_block(), init_len=8)
+    rope.cos_sin(100)
+    table = rope.cos
+    for off in range(17, 100):
+        rope.cos_sin(1, offset=off)
+    assert rope.cos is table, "the long table was rebuilt although its frequencies did not change"
+
+
+@pytest.mark.parametrize("bad, match", [
+    (l_block(short=[1.0] * 3), "short_factor and long_factor must have one number per rotated pair each, got 3 and 8"),
+    (l_block(short=[1.0] * 3, long=[1.0] * 3), "short_factor has 3 numbers, but the rotated dim 16 has 8 pairs"),
+    (l_block(long=[1.0] * 7 + [0.0]), "long_factor must be a list of numbers > 0"),
+    ({**l_block(), "factor": None}, "longrope needs factor or attention_factor"),
 ])
-def test_hugging_face_keys_we_cannot_honour_are_refused(block, kw, match):
-    """What remains refused: keys this module cannot honour, and one setting given two values.
-    (DeepSeek's mscale pair, gpt-oss's truncate, longrope and partial_rotary_factor in a block are
-    accepted now: tests/test_hf_configs.py.)"""
-    with pytest.raises(ValueError, match=match) as e:
-        RotaryEmbedding(64, scaling=block, **kw)
-    assert "\n" not in str(e.value)
+def test_longrope_bad_blocks(bad, match):
+    with pytest.raises(ValueError, match=match):
+        ScaledRotaryEmbedding(16, scaling=bad)
 
 
-def test_same_value_under_both_names_is_accepted():
-    both = {"rope_type": "yarn", "type": "yarn", "factor": 4.0, "original_max_len": 64,
-            "original_max_position_embeddings": 64}
-    assert pos_rope.check_scaling(both) == pos_rope.check_scaling({"rope_type": "yarn", "factor": 4.0,
-                                                                     "original_max_len": 64})
+def test_longrope_factors_rule():
+    """Our longrope factors: short all 1; long 1 for pairs YaRN keeps, s for pairs it interpolates,
+    a linear ramp between."""
+    d, base, s, L0 = 32, 10000.0, 16.0, 256
+    short, long = pos_rope.longrope_factors(d, base, s, L0)
+    assert short == [1.0] * 16 and len(long) == 16
+    low, high = pos_rope.yarn_correction_range(d, base, L0)
+    assert all(f == 1.0 for f in long[:low + 1]) and all(f == s for f in long[high:])
+    assert all(a <= b for a, b in zip(long, long[1:])), "the factors should grow with the wavelength"
+    rope = ScaledRotaryEmbedding(d, scaling={"rope_type": "longrope", "short_factor": short, "long_factor": long,
+                                             "factor": s, "original_max_len": L0})
+    assert torch.equal(rope.inv_freq, pos_rope.rope_inv_freq(d)), "short factors 1: plain frequencies up to L0"
+    rope.cos_sin(4 * L0)
+    ratio = pos_rope.rope_inv_freq(d) / rope.inv_freq  # the long set, in use at total length 4 L0
+    assert maxdiff(ratio, torch.tensor(long)) < 1e-4

@@ -146,7 +146,7 @@ def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_b
     import pos_rope
     from eval_common import scaling_at
     plain = pos_rope.RotaryEmbedding(32)
-    near = pos_rope.RotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
+    near = pos_rope.ScaledRotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
     for a, b in zip(plain.cos_sin(256), near.cos_sin(256)):
         assert torch.equal(a, b), f"longrope at the training length is not plain RoPE: {(a - b).abs().max():.2e}"
     far = scaling_at("longrope", 4096, 256, 32, 10000.0)
@@ -156,7 +156,7 @@ def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_b
     got = torch.tensor(far["long_factor"], dtype=torch.float64)
     assert far["factor"] == 16.0 and torch.allclose(got, want), f"max diff {(got - want).abs().max():.2e}"
     assert far["short_factor"] == [1.0] * 16
-    rope = pos_rope.RotaryEmbedding(32, scaling=far)
+    rope = pos_rope.ScaledRotaryEmbedding(32, scaling=far)
     want_af = math.sqrt(1 + math.log(16) / math.log(256))
     assert abs(rope.attention_factor - want_af) < 1e-12, (rope.attention_factor, want_af)
 

@@ -83,7 +83,7 @@ def test_logit_multiplier_is_what_rotary_embedding_does_to_q_dot_k():
     want = (0.1 * math.log(S) + 1) ** 2  # YaRN eq. 22: sqrt(1/t) = 0.1 ln s + 1, on the logits 1/t
     mults = {k: m for k, (_, m) in vr.pair_ratios(d, 1e4, L0, S).items()}
     assert abs(mults["yarn"] - want) < 1e-9 and all(mults[k] == 1 for k in ("linear", "ntk", "llama3")), mults
-    rope = pos_rope.RotaryEmbedding(d, scaling={"rope_type": "yarn", "factor": S, "original_max_len": L0})
+    rope = pos_rope.ScaledRotaryEmbedding(d, scaling={"rope_type": "yarn", "factor": S, "original_max_len": L0})
     q, k = torch.randn(1, 1, 64, d), torch.randn(1, 1, 64, d)
     qr, kr = rope(q, k, offset=300)  # same position for q and k: the rotation cancels in q·k
     got = (qr * kr).sum(-1) / (q * k).sum(-1)  # (1, 1, 64)
