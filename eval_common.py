@@ -21,9 +21,10 @@ from tqdm import tqdm
 
 import copy_mixture
 import pos_rope
+import row_names
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, COPY_OF, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
                       real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
@@ -205,15 +206,13 @@ SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "
 
 
 def split_scaling(name: str) -> tuple:
-    """(rope_type, k, fixed) of a row suffix: a name in SCALINGS (factor k * L / L_train), or
-    "<name>@F" for the same scaling at the fixed factor F at every length ("yarn@16")."""
-    base, at, fixed = name.partition("@")
+    """(rope_type, k, fixed) of a row suffix (row_names.scaling_parts reads it): a name in SCALINGS
+    (factor k * L / L_train), or "<name>@F" for the same scaling at the fixed factor F at every
+    length ("yarn@16")."""
+    base, fixed = row_names.scaling_parts(name)
     if base not in SCALINGS:
         raise ValueError(f"unknown scaling {base!r}")
-    try:
-        fixed = float(fixed) if at else None
-    except ValueError:
-        raise ValueError(f"the factor after @ in {name!r} is not a number")
+    fixed = float(fixed) if fixed else None
     if fixed is not None and fixed < 1:
         raise ValueError(f"the factor after @ in {name!r} must be at least 1")
     return SCALINGS[base][0], SCALINGS[base][1], fixed
@@ -413,7 +412,7 @@ def glance_table(results: Path) -> str:
         c = ctx.get(name)
         uses = "not measured" if c is None else ("yes" if c["effective_context"] >= 448 else "no") + \
             f" ({c['effective_context']})"
-        copy = copy_counterpart(name)
+        copy = row_names.copy_counterpart(name)
         own, twin = _passkey(ret.get(name, {})), ret.get(copy, {})
         own = "not measured" if own is None else f"{_yes(own)} ({100 * own:.0f}%)"
         near = _passkey(twin)
@@ -436,14 +435,6 @@ def _yes(exact: float) -> str:
     return "yes" if exact >= 0.5 else "no"
 
 
-def copy_counterpart(name: str) -> str:
-    """The copy-trained model of a row: alibi -> alibi_copy, rope+yarn -> rope_copy+yarn,
-    rope_ft_yarn -> rope_copy_ft_yarn."""
-    base, plus, scaling = name.partition("+")
-    scheme, ft, rest = base.partition("_ft")
-    return f"{scheme}_copy{ft}{rest}{plus}{scaling}"
-
-
 def copy_family_table(results: Path) -> str:
     """The copy family at a glance, from retrieval.json and extrapolation.json ("" without copy
     rows): for each copy-trained row, its text perplexity beside its text-trained counterpart's,
@@ -462,8 +453,8 @@ def copy_family_table(results: Path) -> str:
              "accuracy, worst at d <= 200 | " + " | ".join(f"exact d={d}" for d in beyond) + " |",
              "|" + "---|" * (5 + len(beyond))]
     for name, at in by.items():
-        model = name.split("+")[0].split(" (")[0]  # a scaled or switched row: its checkpoint's ppl
-        twin = COPY_OF.get(model) or model.replace("_copy", "")  # irope_copy_notemp: irope
+        model = row_names.parse(name).plain_row  # a scaled or switched row: its checkpoint's ppl
+        twin = row_names.text_counterpart(name)  # irope_copy_notemp: irope
         cells = [name, f"{ppl[model]:.2f}" if ppl.get(model) else "-",
                  f"{twin} {ppl[twin]:.2f}" if ppl.get(twin) else "-"]
         for key in ("exact", "per_char"):

@@ -58,6 +58,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+import row_names
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
@@ -222,13 +223,15 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
     if "rope" in names:
         at = names.index("rope") + 1
-        jobs[at:at] = [(f"rope+{s}", ckpt_dir / "rope.pt", s) for s in scalings]
+        jobs[at:at] = [(row_names.row_name("rope", s), ckpt_dir / "rope.pt", s) for s in scalings]
     if "learned" in names and not args.variants:
-        jobs.insert(names.index("learned") + 1, ("learned (clamped)", ckpt_dir / "learned.pt", "clamp"))
+        clamped = row_names.row_name("learned", switch="clamped")
+        jobs.insert(names.index("learned") + 1, (clamped, ckpt_dir / "learned.pt", "clamp"))
     seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
         ([] if args.quick or args.preset else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
     for d in filter(None, seed_dirs):
-        jobs += [(f"{n} [{Path(d).name}]", Path(d) / f"{n}.pt", None) for n in VARIANTS if (Path(d) / f"{n}.pt").exists()]
+        jobs += [(row_names.row_name(n, seed=Path(d).name), Path(d) / f"{n}.pt", None) for n in VARIANTS
+                 if (Path(d) / f"{n}.pt").exists()]
     return jobs
 
 

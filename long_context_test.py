@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import row_names
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, distinct_key, key_ids_of
 from eval_common import (add_common_flags, bootstrap_ci, check_scalings, check_writable, checked_results, csv_text,
@@ -252,14 +253,15 @@ def settings(args) -> dict:
 # Evaluation-time switches of Llama 4's attention-temperature tuning (variants.py, irope): the row
 # "<checkpoint> (no temp)" is a checkpoint trained with it, evaluated without; "<checkpoint> (temp on)"
 # one trained without it (a variant with a temperature_floor but the tuning off), evaluated with it.
-NO_TEMP, TEMP_ON = " (no temp)", " (temp on)"
+NO_TEMP, TEMP_ON = "no temp", "temp on"
 
 
 def switch_temperature(model, row: str) -> None:
     """Set the temperature switch a row's name carries (read on every forward, tiny_lm.GPTConfig)."""
-    if row.endswith(NO_TEMP):
+    switch = row_names.parse(row).switch
+    if switch == NO_TEMP:
         model.cfg.attn_temperature_tuning = False
-    elif row.endswith(TEMP_ON):
+    elif switch == TEMP_ON:
         model.cfg.attn_temperature_tuning = True
 
 
@@ -275,16 +277,17 @@ def make_jobs(names, s, only) -> list:
         measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
         jobs.append((n, n, None, measures | ({"formats"} if n in FORMAT_ROWS else set())))
         if cfg.get("attn_temperature_tuning"):
-            jobs.append((n + NO_TEMP, n, None, measures))
+            jobs.append((row_names.row_name(n, switch=NO_TEMP), n, None, measures))
         elif cfg.get("temperature_floor"):
-            jobs.append((n + TEMP_ON, n, None, measures))
+            jobs.append((row_names.row_name(n, switch=TEMP_ON), n, None, measures))
         if n == "rope":
-            jobs += [(f"rope+{x}", n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
+            jobs += [(row_names.row_name(n, x), n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
         if n == "rope_copy":  # rows of --retrieval-scalings, and those of FORMAT_ROWS whatever that says
-            extra = [r.partition("+")[2] for r in FORMAT_ROWS if r.startswith("rope_copy+")]
+            extra = [r.scaling_spec for r in map(row_names.parse, FORMAT_ROWS) if r.checkpoint == n and r.scaling]
             for x in dict.fromkeys(s["retrieval_scalings"] + extra):
-                jobs.append((f"rope_copy+{x}", n, x, ({"retrieval"} if x in s["retrieval_scalings"] else set())
-                             | ({"formats"} if f"rope_copy+{x}" in FORMAT_ROWS else set())))
+                row = row_names.row_name(n, x)
+                jobs.append((row, n, x, ({"retrieval"} if x in s["retrieval_scalings"] else set())
+                             | ({"formats"} if row in FORMAT_ROWS else set())))
     if only:
         jobs = [(r, n, x, m & {only}) for r, n, x, m in jobs]
     return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))

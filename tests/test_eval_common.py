@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import eval_common as EC
+import row_names
 import tiny_lm
 import variants
 from tiny_lm import GPTConfig
@@ -53,7 +54,7 @@ def test_glance_table_applies_the_stated_rules(tmp_path):
 
 
 def test_copy_counterpart_names():
-    assert [EC.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
+    assert [row_names.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
         ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]
 
 

@@ -242,8 +242,8 @@ def test_make_jobs_rows():
     jobs = {row: (name, scaling, m) for row, name, scaling, m in LC.make_jobs(["rope", "rope_copy", "irope_copy"], s, None)}
     assert jobs["rope+yarn@16"] == ("rope", "yarn@16", {"context"})
     assert jobs["rope_copy+linear"] == ("rope_copy", "linear", {"retrieval"})
-    assert jobs["irope_copy" + LC.NO_TEMP] == ("irope_copy", None, {"retrieval"}), "irope's temperature-off row"
-    assert "rope" + LC.NO_TEMP not in jobs
+    assert jobs["irope_copy (no temp)"] == ("irope_copy", None, {"retrieval"}), "irope's temperature-off row"
+    assert "rope (no temp)" not in jobs
 
 
 def test_fixed_factor_scaling():
@@ -463,8 +463,8 @@ def test_irope_copy_notemp_differs_only_in_the_temperature():
     assert V.COPY_OF["irope_copy_notemp"] == "irope", "trained on the copy curriculum for COPY_STEPS like irope_copy"
     s = {"scalings": [], "fixed_scalings": [], "retrieval_scalings": []}
     rows = [j[0] for j in LC.make_jobs(["irope_copy_notemp", "irope_copy", "irope_global"], s, "retrieval")]
-    assert rows == ["irope_global", "irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp",
-                    "irope_copy_notemp" + LC.TEMP_ON], rows
+    assert rows == ["irope_global", "irope_copy", "irope_copy (no temp)", "irope_copy_notemp",
+                    "irope_copy_notemp (temp on)"], rows
 
 
 def test_temp_on_row_switches_the_factor_on():
@@ -475,7 +475,7 @@ def test_temp_on_row_switches_the_factor_on():
     kw = dict(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, max_len=512)
     plain = V.build_variant("irope_copy_notemp", kw, V.TrainConfig(), 0, None)[0].eval()
     on = copy_module.deepcopy(plain)
-    LC.switch_temperature(on, "irope_copy_notemp" + LC.TEMP_ON)
+    LC.switch_temperature(on, "irope_copy_notemp (temp on)")
     assert on.cfg.attn_temperature_tuning and not plain.cfg.attn_temperature_tuning
     floor = plain.cfg.temperature_floor
     x = torch.randint(0, len(VOCAB), (2, 3 * floor))
@@ -485,7 +485,7 @@ def test_temp_on_row_switches_the_factor_on():
     beyond = (a[:, floor:] - b[:, floor:]).abs().amax(dim=(0, 2))                 # (2 floor,)
     assert below == 0.0, f"below the floor the factor is 1, but the logits differ by {below:.2e}"
     assert bool((beyond > 1e-6).all()), f"beyond the floor the factor changed nothing somewhere: {beyond.min():.2e}"
-    LC.switch_temperature(on, "irope_copy" + LC.NO_TEMP)
+    LC.switch_temperature(on, "irope_copy (no temp)")
     assert not on.cfg.attn_temperature_tuning
 
 
@@ -497,13 +497,13 @@ def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
           (("irope", 5.12), ("irope_copy", 5.55), ("irope_copy_notemp", 5.61))]
     (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
     rows = [{"variant": v, "family": "copy", "distance": d, "exact": 0.5, "per_char": 0.9}
-            for v in ("irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp", "irope_copy_notemp" + LC.TEMP_ON)
+            for v in ("irope_copy", "irope_copy (no temp)", "irope_copy_notemp", "irope_copy_notemp (temp on)")
             for d in (32, 512)]
     (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     lines = {ln.split(" | ")[0][2:]: ln for ln in copy_family_table(tmp_path).splitlines()[2:] if ln.startswith("| ")}
     assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
-    assert lines["irope_copy_notemp" + LC.TEMP_ON].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
-    assert lines["irope_copy" + LC.NO_TEMP].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
+    assert lines["irope_copy_notemp (temp on)"].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
+    assert lines["irope_copy (no temp)"].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
 
 
 # ----------------------------------------------------------------------------- the formats' results files

@@ -65,6 +65,11 @@ class Row:
         return f"{self.variant}_ft" + (f"_{self.finetune}" if self.finetune else "")
 
     @property
+    def plain_row(self) -> str:
+        """The checkpoint's own row, as trained: no scaling, no switch, the seed kept (rope_copy [seed1])."""
+        return self.checkpoint + (f" [{self.seed}]" if self.seed else "")
+
+    @property
     def scaling_spec(self) -> str:
         """What follows the "+": the scaling and its fixed factor ("yarn@16"), as --scalings spells it."""
         return self.scaling + (f"@{self.fixed}" if self.fixed else "")
@@ -133,7 +138,10 @@ def row_name(checkpoint: str, scaling: str = "", switch: str = "", seed: str = "
     """The row of a checkpoint evaluated with a scaling ("yarn", "yarn@16"), an evaluation switch,
     or from another seed's folder: row_name("rope", "yarn") == "rope+yarn"."""
     scaling, fixed = scaling_parts(scaling) if scaling else ("", "")
-    return replace(parse(checkpoint), scaling=scaling, fixed=fixed, switch=switch, seed=seed).name
+    row = replace(parse(checkpoint), scaling=scaling, fixed=fixed, switch=switch, seed=seed)
+    if parse(row.name) != row:  # e.g. a switch with a bracket in it: the name would read back otherwise
+        raise ValueError(f"{row.name!r} would not read back as the row it names")
+    return row.name
 
 
 def copy_counterpart(name: str) -> str:
@@ -143,6 +151,7 @@ def copy_counterpart(name: str) -> str:
 
 
 def text_counterpart(name: str) -> str:
-    """The checkpoint of the text-trained model a copy-trained row is the twin of: rope_copy_ft_yarn
-    -> rope_ft_yarn; irope_copy_notemp -> irope (the text models were all trained with their temperature)."""
-    return replace(parse(name), copy=False, notemp=False).checkpoint
+    """The plain row of the text-trained model a copy-trained row is the twin of: rope_copy+yarn ->
+    rope, rope_copy_ft_yarn -> rope_ft_yarn, rope_copy [seed1] -> rope [seed1]; irope_copy_notemp ->
+    irope (the text models were all trained with their temperature)."""
+    return replace(parse(name), copy=False, notemp=False).plain_row

@@ -1,11 +1,11 @@
-"""rows: the one grammar of result-row names. Every name the results use today parses into the
+"""row_names: the one grammar of result-row names. Every name the results use today parses into the
 parts it stands for and is written back unchanged; the names later issues bring (new schemes,
 fine-tune recipes, sinks) parse as plain parts; and a malformed name is one ValueError."""
 import pytest
 
-import rows
+import row_names
 import variants
-from rows import Row
+from row_names import Row
 
 # every kind of row name in results/, and what it means
 NAMES = {
@@ -31,10 +31,12 @@ NAMES = {
 }
 # names later issues bring: an unknown base is a base, a new recipe a recipe
 LATER = {
-    "t5": Row("t5"), "kerple_copy": Row("kerple", copy=True), "fire_copy_ft_yarn": Row("fire", copy=True, finetune="yarn"),
+    "t5": Row("t5"), "kerple_copy": Row("kerple", copy=True),
+    "fire_copy_ft_yarn": Row("fire", copy=True, finetune="yarn"),
     "xpos+yarn": Row("xpos", scaling="yarn"), "fox_copy (no temp)": Row("fox", copy=True, switch="no temp"),
     "rope_ft_drope": Row("rope", finetune="drope"), "rope_copy_ft_drope": Row("rope", copy=True, finetune="drope"),
-    "rope_sink": Row("rope_sink"), "rope_sink_copy+ntk(16s)@8": Row("rope_sink", copy=True, scaling="ntk(16s)", fixed="8"),
+    "rope_sink": Row("rope_sink"),
+    "rope_sink_copy+ntk(16s)@8": Row("rope_sink", copy=True, scaling="ntk(16s)", fixed="8"),
     "alibi_ft [seed2]": Row("alibi", finetune="", seed="seed2"),
 }
 
@@ -42,7 +44,7 @@ LATER = {
 @pytest.mark.parametrize("name", list(NAMES) + list(LATER))
 def test_names_parse_into_their_parts_and_back(name):
     want = {**NAMES, **LATER}[name]
-    got = rows.parse(name)
+    got = row_names.parse(name)
     assert got == want, f"{name!r}: parsed {got}, expected {want}"
     assert got.name == name, f"{name!r} is written back as {got.name!r}"
 
@@ -51,9 +53,9 @@ def test_every_registry_name_is_its_own_checkpoint():
     """Each variant's name parses to a checkpoint of that name; a fine-tune's variant is its parent,
     and _copy marks exactly the copy family."""
     for name in variants.ALL_NAMES:
-        r = rows.parse(name)
+        r = row_names.parse(name)
         assert r.checkpoint == name and r.name == name and not (r.scaling or r.switch or r.seed), (name, r)
-        assert r.copy == variants.is_copy(name), f"{name}: _copy says {r.copy}, the registry {variants.is_copy(name)}"
+        assert r.copy == variants.is_copy(name), f"{name}: _copy says {r.copy}, the registry otherwise"
         if name in variants.FINETUNES:
             assert r.variant == variants.FINETUNES[name]["parent"], (name, r.variant)
         else:
@@ -61,32 +63,36 @@ def test_every_registry_name_is_its_own_checkpoint():
 
 
 def test_derived_parts():
-    r = rows.parse("rope_copy_ft_yarn+ntk(4s) (clamped) [seed3]")
+    r = row_names.parse("rope_copy_ft_yarn+ntk(4s) (clamped) [seed3]")
     assert (r.variant, r.checkpoint, r.scaling_spec) == ("rope_copy", "rope_copy_ft_yarn", "ntk(4s)"), r
+    assert r.plain_row == "rope_copy_ft_yarn [seed3]", r.plain_row
     assert (r.kind, r.multiple, r.fixed_factor) == ("ntk", 4, None)
-    r = rows.parse("rope+yarn@16")
+    r = row_names.parse("rope+yarn@16")
     assert (r.kind, r.multiple, r.fixed_factor, r.scaling_spec) == ("yarn", None, 16.0, "yarn@16"), r
-    assert (rows.parse("rope+yarn").multiple, rows.parse("rope").multiple, rows.parse("rope").kind) == (1, None, "")
-    assert rows.parse("irope_copy_notemp").variant == "irope_copy_notemp"
+    plain, scaled = row_names.parse("rope"), row_names.parse("rope+yarn")
+    assert (scaled.multiple, plain.multiple, plain.kind) == (1, None, ""), (scaled, plain)
+    assert row_names.parse("irope_copy_notemp").variant == "irope_copy_notemp"
 
 
 def test_row_name_and_counterparts():
-    assert rows.row_name("rope", "yarn@16") == "rope+yarn@16"
-    assert rows.row_name("rope_copy", "ntk(4s)") == "rope_copy+ntk(4s)"
-    assert rows.row_name("learned", switch="clamped") == "learned (clamped)"
-    assert rows.row_name("irope_copy", switch="no temp") == "irope_copy (no temp)"
-    assert rows.row_name("rope", seed="seed1") == "rope [seed1]"
-    assert [rows.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft", "gemma_hybrid")] == \
+    assert row_names.row_name("rope", "yarn@16") == "rope+yarn@16"
+    assert row_names.row_name("rope_copy", "ntk(4s)") == "rope_copy+ntk(4s)"
+    assert row_names.row_name("learned", switch="clamped") == "learned (clamped)"
+    assert row_names.row_name("irope_copy", switch="no temp") == "irope_copy (no temp)"
+    assert row_names.row_name("rope", seed="seed1") == "rope [seed1]"
+    texts = ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft", "gemma_hybrid")
+    assert [row_names.copy_counterpart(n) for n in texts] == \
         ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft", "gemma_hybrid_copy"]
-    assert [rows.text_counterpart(n) for n in ("rope_copy+yarn", "rope_copy_ft_yarn", "irope_copy_notemp (temp on)",
-                                               "alibi_copy_ft")] == ["rope", "rope_ft_yarn", "irope", "alibi_ft"]
+    copies = ("rope_copy+yarn", "rope_copy_ft_yarn", "irope_copy_notemp (temp on)", "alibi_copy_ft", "rope_copy [seed1]")
+    assert [row_names.text_counterpart(n) for n in copies] == ["rope", "rope_ft_yarn", "irope", "alibi_ft",
+                                                               "rope [seed1]"]
 
 
 @pytest.mark.parametrize("bad", ["", "rope+", "+yarn", "rope+@16", "rope+yarn@x", "rope+yarn@", "rope (clamped",
                                  "rope [seed1", "rope  (clamped)", "rope [seed1] (clamped)", "_copy", "rope yarn"])
 def test_malformed_names_are_one_line_errors(bad):
     with pytest.raises(ValueError) as e:
-        rows.parse(bad)
+        row_names.parse(bad)
     assert "\n" not in str(e.value) and repr(bad) in str(e.value), str(e.value)
 
 
