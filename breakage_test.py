@@ -27,7 +27,7 @@ import torch.nn.functional as F
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
 from eval_common import check_writable, json_to_redraw
-from train_compare import train
+from training import train
 from variants import TrainConfig, run_dirs
 
 

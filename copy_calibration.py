@@ -44,11 +44,11 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import (check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks,
-                         sync_table)
-from long_context_test import retrieval
+from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
+from long_context import retrieval
+from tables import sync_table
 from tiny_lm import GPTConfig, TinyLM
-from train_compare import random_windows, train
+from training import random_windows, train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 

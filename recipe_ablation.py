@@ -39,9 +39,9 @@ import torch
 
 import tiny_lm
 from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
-from extrapolation_test import evaluate
+from perplexity import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
-from train_compare import train
+from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides): one change each against the baseline.
