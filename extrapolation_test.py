@@ -2,10 +2,10 @@
 破坏实验 4, 交付物).
 
 Reloads the checkpoints written by train_compare.py (no training here) and scores the SAME
-validation tokens at every length: blocks of the longest length, spread evenly over the
-whole validation text (all three held-out plays), are cut into non-overlapping windows of
-each length L, so the 4096 row and the 256 row average the same characters; only how much
-context each character gets (and at which positions) changes. Also: the loss at each
+validation tokens at every length (perplexity.evaluate): blocks of the longest length, spread
+evenly over the whole validation text (all three held-out plays), are cut into non-overlapping
+windows of each length L, so the 4096 row and the 256 row average the same characters; only
+how much context each character gets (and at which positions) changes. Also: the loss at each
 position of the longest windows, raw and minus the same character's loss in the shortest
 windows, which shows where a scheme breaks.
 

@@ -1,5 +1,6 @@
 """Does a model USE the long context, or only survive it? Measures that perplexity of
-non-overlapping windows cannot give (extrapolation_test.py gives that one).
+non-overlapping windows cannot give (extrapolation_test.py gives that one). The measures are
+long_context.py's; this script runs them on the checkpoints and writes the tables.
 
 1. Context use (fixed targets). The same 256-character target spans, spread over the whole
    validation text, are scored again and again while only the visible context before them

@@ -18,7 +18,8 @@ Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between the
 check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
 It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
 marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
-Every function here calls it before it saves; the scripts call these functions.
+Every function here calls it before it saves; the scripts call these functions. Row names are
+read by row_names.parse (the grammar: row_names.py).
 
     ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
     ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)

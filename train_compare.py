@@ -9,6 +9,7 @@ merged with the curves already there, and train_log.csv and train_curves.png are
 results/ only if every checkpoint in --out is a real run (see --results), checked before training.
 Fine-tunes (*_ft_*) continue a checkpoint at 4x its length for 10% of its steps, with a RoPE
 scaling (as the PI and YaRN papers extend real models) or without (the compute-matched controls).
+The loop itself is training.train (training.py), which the other scripts that train share.
 
     python train_compare.py                      # the main comparison (README)
     python train_compare.py --preset preview     # five schemes, small and short: a few minutes
