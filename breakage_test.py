@@ -3,7 +3,7 @@
  1. Word order (实验 1 去掉位置编码): `A verb B ?` -> A. The twin `B verb A ?` has the same
     tokens and the other answer, so only order decides. One tiny TinyLM per cell, {causal,
     bidirectional} x {none, rope, learned, sin, alibi} plus a 1-layer causal NoPE, trained by
-    train_compare.train() with the loss on the answer only, tested on fresh twins.
+    training.train() with the loss on the answer only, tested on fresh twins.
  2. Mask x position on the character LM (实验 2 关掉 causal mask, 再去位置编码): {causal, no
     mask} x {rope (or --lm-pos), none}, same model, batches and budget, scored teacher-forced
     and left to right (each character from its past only, as in generation).
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
 from eval_common import check_writable, json_to_redraw
-from train_compare import train
+from training import train
 from variants import TrainConfig, run_dirs
 
 
@@ -154,7 +154,7 @@ def make_twins(task: WordOrderTask, n_pairs: int, seed: int):
 
 
 def answer_batches(x: torch.Tensor, y: torch.Tensor, batch_size: int):
-    """Batches for train_compare.train(): batch_size training sentences drawn with replacement.
+    """Batches for training.train(): batch_size training sentences drawn with replacement.
     The target is IGNORE except at "?", where it is the agent: the loss is the answer's alone."""
     targets = torch.full_like(x, IGNORE)   # (N, 4)
     targets[:, -1] = y

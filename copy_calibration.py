@@ -10,7 +10,7 @@ every 100 steps probes:
              characters 2..K of the first copy of each key minus that of its later copies
              (nats/char). A model that copies drives later copies toward 0 nats; one that
              does not pays for them what it pays for the first copy (gain 0).
-  retrieval  long_context_test.retrieval(), the passkey of the retrieval table: a 10-letter
+  retrieval  long_context.retrieval(), the passkey of the retrieval table: a 10-letter
              key at 32 and again at 32 + d (d = 32, 128, 200), copy gain over the paired
              control window and greedy exact match, 32 trials each.
 
@@ -44,11 +44,11 @@ from tqdm import tqdm
 
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import (check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks,
-                         sync_table)
-from long_context_test import retrieval
+from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
+from long_context import retrieval
+from tables import sync_table
 from tiny_lm import GPTConfig, TinyLM
-from train_compare import random_windows, train
+from training import random_windows, train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 
@@ -89,7 +89,7 @@ MIXTURES = {
 }
 RETRIEVAL_D = (32, 128, 200)
 RETRIEVAL_K = 10
-# The retrieval probe is long_context_test's passkey: keys of distinct uppercase letters, scored
+# The retrieval probe is long_context.retrieval's passkey: keys of distinct uppercase letters, scored
 # against the paired control. Records made before it (no "passkey" field) used keys from the
 # mixture's own alphabet against an in-window control key; the two are not merged into one table.
 PASSKEY = "distinct uppercase keys, paired control"

@@ -22,7 +22,7 @@ before the first scored character occurs a dozen times between two copies, and g
 of that character guesses.
 
 The last section plants the passkey of the evaluation in formats the copy family never trained
-(FORMATS, plant_format): long_context_test.py --only formats, scored by eval_common.format_retrieval.
+(FORMATS, plant_format): long_context_test.py --only formats, scored by long_context.format_retrieval.
 """
 from dataclasses import dataclass
 
@@ -99,7 +99,7 @@ def random_row(n: int, key_ids: torch.Tensor, g: torch.Generator) -> torch.Tenso
 def copy_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int, frac: float = 1.0,
                  key_len=(32, 96), n_keys: int = 1, copies: int = 2, max_gap: int = None,
                  synthetic: float = 0.0, near_frac: float = 1.0):
-    """Batches of the copy mixture: the windows that `windows` (train_compare.random_windows)
+    """Batches of the copy mixture: the windows that `windows` (training.random_windows)
     draws, and in a fraction `frac` of them keys planted by plant_window (defaults: one key of
     32-96 digits, twice, at a random distance). synthetic > 0 (copy_calibration.py only): that
     fraction of windows is first replaced by random key characters, so the copies sit in noise.

@@ -1,29 +1,26 @@
-"""What the evaluation scripts share (extrapolation_test, long_context_test, recipe_ablation,
-copy_calibration): where outputs go, finding and checking checkpoints, the training-free RoPE
-scalings, the validation blocks, the intervals the tables print (bootstrap; Clopper-Pearson for
-a share of windows), the passkey's scores in and outside the copy family's training format
-(pair_scores, format_retrieval), and the results files (CSV, merged JSON rows, tables kept in
-sync in the README and docs/).
+"""The evaluation scripts' set-up (extrapolation_test, long_context_test, recipe_ablation,
+copy_calibration): their shared flags, where outputs go, finding and checking checkpoints, the
+training-free RoPE scalings of the rope+X rows, the validation text and its blocks, and reading
+and writing results files (CSV, merged JSON rows).
 
-Per-position loss has one owner, tiny_lm.token_losses; output folders follow variants.run_dirs.
+What is measured lives in perplexity.py and long_context.py, the tables of the README and docs/
+in tables.py; output folders follow variants.run_dirs.
 """
 import csv
 import io
 import json
-import math
 import resource
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
-import copy_mixture
 import pos_rope
+import row_names
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, COPY_OF, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
                       real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
@@ -205,15 +202,13 @@ SCALINGS = {"linear": ("linear", 1), "ntk": ("ntk", 1), "ntk(4s)": ("ntk", 4), "
 
 
 def split_scaling(name: str) -> tuple:
-    """(rope_type, k, fixed) of a row suffix: a name in SCALINGS (factor k * L / L_train), or
-    "<name>@F" for the same scaling at the fixed factor F at every length ("yarn@16")."""
-    base, at, fixed = name.partition("@")
+    """(rope_type, k, fixed) of a row suffix (row_names.scaling_parts reads it): a name in SCALINGS
+    (factor k * L / L_train), or "<name>@F" for the same scaling at the fixed factor F at every
+    length ("yarn@16")."""
+    base, fixed = row_names.scaling_parts(name)
     if base not in SCALINGS:
         raise ValueError(f"unknown scaling {base!r}")
-    try:
-        fixed = float(fixed) if at else None
-    except ValueError:
-        raise ValueError(f"the factor after @ in {name!r} is not a number")
+    fixed = float(fixed) if fixed else None
     if fixed is not None and fixed < 1:
         raise ValueError(f"the factor after @ in {name!r} must be at least 1")
     return SCALINGS[base][0], SCALINGS[base][1], fixed
@@ -270,57 +265,6 @@ def spread_blocks(n_ids: int, block: int, n_blocks: int) -> list:
     return [round(i * last / max(1, n_blocks - 1)) for i in range(n_blocks)]
 
 
-# ----------------------------------------------------------------------------- intervals
-
-def bootstrap_ci(x, n: int = 1000, seed: int = 0):
-    """95% percentile interval of the mean of x (N,) over resampled rows."""
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, x.numel(), (n, x.numel()), generator=g)
-    means = x[idx].mean(dim=1).sort().values
-    return means[int(0.025 * n)].item(), means[int(0.975 * n) - 1].item()
-
-
-def binom_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), summed in log space (lgamma) so that large n cannot overflow."""
-    # P(X = i) = C(n, i) p^i (1 - p)^(n - i);  log C(n, i) = lgamma(n + 1) - lgamma(i + 1) - lgamma(n - i + 1)
-    if p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 1.0 if k >= n else 0.0
-    lp, lq, top = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-    return min(1.0, sum(math.exp(top - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq)
-                        for i in range(0, min(k, n) + 1)))
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple:
-    """Clopper-Pearson (exact) interval of a proportion from k successes in n trials, by bisection
-    on the binomial CDF (no scipy). 0 of 32 gives (0, 0.1089)."""
-    # lower: the p with P(X >= k | p) = a/2 (0 when k = 0); upper: the p with P(X <= k | p) = a/2 (1 when k = n),
-    # a = 1 - level. P(X >= k) = 1 - cdf(k - 1) rises with p, cdf(k) falls with p: one root each.
-    if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n and n > 0 and 0 < level < 1):
-        raise ValueError(f"clopper_pearson needs integers 0 <= k <= n, n > 0 and 0 < level < 1, got {k}, {n}, {level}")
-    a = (1 - level) / 2
-
-    def root(f):  # f falls from > 0 to < 0 on [0, 1]
-        lo, hi = 0.0, 1.0
-        for _ in range(60):  # 2^-60: far below the 4 decimals a table prints
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
-        return (lo + hi) / 2
-    lower = 0.0 if k == 0 else root(lambda p: a - (1 - binom_cdf(k - 1, n, p)))
-    upper = 1.0 if k == n else root(lambda p: binom_cdf(k, n, p) - a)
-    return lower, upper
-
-
-def share_ci(share: float, trials: int, level: float = 0.95) -> tuple:
-    """Clopper-Pearson interval of a share of windows stored rounded (exact match as 0.8516 of 128):
-    the count is recovered as round(share * trials); raises if the share is no count of that many."""
-    k = round(share * trials)
-    if abs(k - share * trials) > 5e-5 * trials + 1e-9:  # 4 stored decimals cannot be off by more
-        raise ValueError(f"{share} of {trials} windows is not a whole number of windows")
-    return clopper_pearson(int(k), int(trials), level)
-
-
 def peak_rss_gib() -> float:
     """Peak resident memory of this process so far (ru_maxrss is KiB on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
@@ -368,175 +312,12 @@ def merge_rows(old: list, new: list, key=lambda r: r["variant"]) -> list:
 
 
 def is_repo_results(results: Path) -> bool:
+    """Is this the repository's own results/, the folder only real runs write and the README's and
+    docs/' tables are drawn from (tables.py)?"""
     return Path(results).resolve() == (HERE / "results").resolve()
-
-
-def sync_table(name: str, table_md: str, results: Path) -> None:
-    """Copy a table into the page (README.md or docs/*.md) that holds its markers
-    <!-- name-table:start --> ... <!-- name-table:end -->, so no page shows a number a script
-    did not write. Only for the repository's own results/ (never for smoke runs or previews)."""
-    if not is_repo_results(results):
-        return
-    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
-    for page in [HERE / "README.md"] + sorted((HERE / "docs").glob("*.md")):
-        text = page.read_text(encoding="utf-8") if page.exists() else ""
-        a, b = text.find(start), text.find(end)
-        if a >= 0 and b > a:
-            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip() + "\n" + text[b:])
 
 
 # ----------------------------------------------------------------------------- the README's glance table
 
+# the rows of the README's glance table (tables.glance_table)
 GLANCE_ROWS = ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_yarn")
-
-
-def glance_table(results: Path) -> str:
-    """The README's small table, computed from results/*.json by the rules stated under it.
-    The first six columns are the text-trained model's: breaks = ppl@4096 / ppl@256 > 1.2; uses
-    context beyond 200 characters = effective context >= 448; passkey = exact match >= 50% at every
-    d <= 200. The last two are its copy-trained twin's (<scheme>_copy, a separate model trained on
-    the copy curriculum), named in its own column: the same passkey at d <= 200 (the curriculum's
-    own format and distances) and at d = 512 (beyond the training window); "not measured" where a
-    row has no such measurement."""
-    ex = read_json(results / "extrapolation.json")
-    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
-    ret = {}
-    for r in read_json(results / "retrieval.json").get("rows", []):
-        ret.setdefault(r["variant"], {})[r["distance"]] = r["exact"]
-    rows = {r["variant"]: r for r in ex.get("rows", [])}
-    lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
-             "passkey at d <= 200? | copy-trained twin | twin's passkey, d <= 200 / d = 512 |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name in (n for n in GLANCE_ROWS if n in rows):
-        r = rows[name]
-        breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
-        c = ctx.get(name)
-        uses = "not measured" if c is None else ("yes" if c["effective_context"] >= 448 else "no") + \
-            f" ({c['effective_context']})"
-        copy = copy_counterpart(name)
-        own, twin = _passkey(ret.get(name, {})), ret.get(copy, {})
-        own = "not measured" if own is None else f"{_yes(own)} ({100 * own:.0f}%)"
-        near = _passkey(twin)
-        if near is None or 512 not in twin:
-            copy, retr = copy if copy in ret else "-", "not measured"
-        else:
-            retr = f"{_yes(near)} / {_yes(twin[512])} ({100 * near:.0f}% / {100 * twin[512]:.0f}%)"
-        lines.append(f"| {name} | {r['ppl_256']:.2f} | {r['ppl_4096']:.2f} | {breaks} | {uses} | {own} | {copy} | "
-                     f"{retr} |")
-    return "\n".join(lines) + "\n"
-
-
-def _passkey(at: dict):
-    """The worst exact match at d <= 200 of one row's {distance: exact}, or None if none was measured."""
-    near = [e for d, e in at.items() if d <= 200]
-    return min(near) if near else None
-
-
-def _yes(exact: float) -> str:
-    return "yes" if exact >= 0.5 else "no"
-
-
-def copy_counterpart(name: str) -> str:
-    """The copy-trained model of a row: alibi -> alibi_copy, rope+yarn -> rope_copy+yarn,
-    rope_ft_yarn -> rope_copy_ft_yarn."""
-    base, plus, scaling = name.partition("+")
-    scheme, ft, rest = base.partition("_ft")
-    return f"{scheme}_copy{ft}{rest}{plus}{scaling}"
-
-
-def copy_family_table(results: Path) -> str:
-    """The copy family at a glance, from retrieval.json and extrapolation.json ("" without copy
-    rows): for each copy-trained row, its text perplexity beside its text-trained counterpart's,
-    and the passkey inside the training window (the worst cell at d <= 200) and beyond it."""
-    ex = read_json(results / "extrapolation.json").get("rows", [])
-    ppl = {r["variant"]: r.get(f"ppl_{r['train_len']}") for r in ex if "train_len" in r}
-    by = {}
-    for r in read_json(results / "retrieval.json").get("rows", []):
-        if r["family"] == "copy":
-            by.setdefault(r["variant"], {})[r["distance"]] = r
-    if not by:
-        return ""
-    ds = sorted({d for at in by.values() for d in at})
-    within, beyond = [d for d in ds if d <= 200], [d for d in ds if d > 200]
-    lines = ["| model | text ppl | its text-trained counterpart | exact match, worst at d <= 200 | per-character "
-             "accuracy, worst at d <= 200 | " + " | ".join(f"exact d={d}" for d in beyond) + " |",
-             "|" + "---|" * (5 + len(beyond))]
-    for name, at in by.items():
-        model = name.split("+")[0].split(" (")[0]  # a scaled or switched row: its checkpoint's ppl
-        twin = COPY_OF.get(model) or model.replace("_copy", "")  # irope_copy_notemp: irope
-        cells = [name, f"{ppl[model]:.2f}" if ppl.get(model) else "-",
-                 f"{twin} {ppl[twin]:.2f}" if ppl.get(twin) else "-"]
-        for key in ("exact", "per_char"):
-            d = min((d for d in within if d in at), key=lambda d: at[d][key], default=None)
-            cells.append("-" if d is None else f"{100 * at[d][key]:.0f}% (d={d})")
-        cells += [f"{100 * at[d]['exact']:.0f}%" if d in at else "-" for d in beyond]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "text ppl: perplexity per character on held-out text at the model's training length "
-              "(results/extrapolation.csv; '-': not measured); a scaled or switched row shows its checkpoint's. "
-              "The family's bar: at least 90% per character and 50% exact match at every d <= 200 "
-              "(results/retrieval.csv)."]
-    return "\n".join(lines) + "\n"
-
-
-def sync_glance(results: Path) -> None:
-    """Recompute the glance table and the copy family's table and write them into their pages
-    (repository results only)."""
-    if (Path(results) / "extrapolation.json").exists():
-        sync_table("glance", glance_table(Path(results)), results)
-    family = copy_family_table(Path(results))
-    if family:
-        sync_table("copy_family", family, results)
-
-
-# ----------------------------------------------------------------------------- passkey scores
-
-def pair_scores(loss, hit, c_loss, c_hit, cols: list, seed: int) -> dict:
-    """Copy scores of n planted windows and their controls: loss and hit (n, W) each, as
-    tiny_lm.token_losses returns them; cols: the columns scored (the targets of key characters
-    2..K of the repeat). Exact match: all cols right, a share of windows with its Clopper-Pearson
-    interval; per-character accuracy and copy gain (control loss minus planted loss, nats/char):
-    means over windows with bootstrap intervals (the letters of one key are not independent)."""
-    gain = c_loss[:, cols].mean(1) - loss[:, cols].mean(1)                         # (n,)
-    exact, per_char = hit[:, cols].all(1), hit[:, cols].float().mean(1)            # (n,) each
-    lo, hi = clopper_pearson(int(exact.sum()), exact.numel())
-    row = {"exact": exact.float().mean().item(), "exact_lo": lo, "exact_hi": hi}
-    for name, x, k in (("per_char", per_char, 2), ("gain", gain, 3)):
-        lo, hi = bootstrap_ci(x, seed=seed + k)
-        row.update({name: x.mean().item(), f"{name}_lo": lo, f"{name}_hi": hi})
-    row.update({"loss_repeat": loss[:, cols].mean().item(), "loss_control": c_loss[:, cols].mean().item(),
-                "per_char_control": c_hit[:, cols].float().mean().item()})
-    return row
-
-
-def format_retrieval(model, val_ids, vocab: str, fmt: str, distances, trials, key_ids, seed: int,
-                     batch_tokens: int, set_length=None) -> list:
-    """The passkey in format fmt (copy_mixture.FORMATS) at each distance d: one row of pair_scores
-    per d. trials: an int, or a function d -> int. Scored: key characters 2..K of the repeat (the
-    first cannot be guessed). The repeated-letter format also reports the character after the
-    letter's second occurrence ("successor": a lookup of what followed that letter before would
-    give what followed its first occurrence) apart from the other scored characters ("other")."""
-    f = copy_mixture.FORMATS[fmt]
-    K = f.key_len
-    verse = copy_mixture.verse_starts(val_ids, vocab, K) if f.verse else None
-    out = []
-    for d in distances:
-        n = trials(d) if callable(trials) else trials
-        planted, control, rep = copy_mixture.plant_format(val_ids, fmt, d, n, key_ids, seed, verse)  # (n, W + 1)
-        if set_length:
-            set_length(planted.shape[1] - 1)
-        bs = max(1, batch_tokens // planted.shape[1])
-        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
-        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
-        cols = list(range(rep, rep + K - 1))  # column t predicts window position t + 1: key characters 2..K
-        row = {"format": fmt, "distance": d, "trials": n, "scored": len(cols),
-               **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)}
-        if f.repeat_at:
-            succ = rep + f.repeat_at[1]  # predicts key position repeat_at[1] + 1 from the second occurrence
-            right = hit[:, succ]                                                       # (n,)
-            other = hit[:, [c for c in cols if c != succ]].float().mean(1)             # (n,)
-            s_lo, s_hi = clopper_pearson(int(right.sum()), n)
-            o_lo, o_hi = bootstrap_ci(other, seed=seed + d + 4)
-            row.update({"successor": right.float().mean().item(), "successor_lo": s_lo, "successor_hi": s_hi,
-                        "other": other.mean().item(), "other_lo": o_lo, "other_hi": o_hi})
-        out.append(row)
-    return out

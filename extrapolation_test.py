@@ -2,10 +2,10 @@
 破坏实验 4, 交付物).
 
 Reloads the checkpoints written by train_compare.py (no training here) and scores the SAME
-validation tokens at every length: blocks of the longest length, spread evenly over the
-whole validation text (all three held-out plays), are cut into non-overlapping windows of
-each length L, so the 4096 row and the 256 row average the same characters; only how much
-context each character gets (and at which positions) changes. Also: the loss at each
+validation tokens at every length (perplexity.evaluate): blocks of the longest length, spread
+evenly over the whole validation text (all three held-out plays), are cut into non-overlapping
+windows of each length L, so the 4096 row and the 256 row average the same characters; only
+how much context each character gets (and at which positions) changes. Also: the loss at each
 position of the longest windows, raw and minus the same character's loss in the shortest
 windows, which shows where a scheme breaks.
 
@@ -50,19 +50,20 @@ import io
 import json
 import math
 import sys
-import time
 import tokenize
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
+import row_names
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib, read_json,
-                         spread_blocks, sync_glance, sync_table, train_len_of)
+                         spread_blocks, train_len_of)
+from perplexity import cached_vs_full, evaluate
+from tables import sync_glance, sync_table
 from variants import FINETUNES, PRESETS, VARIANTS
 
 POS_FILE = {"none": None, "learned": "pos_learned.py", "sin": "pos_sin.py", "rope": "pos_rope.py",
@@ -103,60 +104,11 @@ def core_loc(pos: str) -> int:
     return code_lines(HERE / POS_FILE[pos]) if POS_FILE[pos] else 0
 
 
-
-def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=None):
-    """Score the same characters at every length: each block of max(lengths) characters is cut
-    into windows of length L. Returns ({L: mean loss}, per-character losses {L: (blocks, L_max)}
-    for the shortest and longest L, seconds). set_length(L), if given, runs before each length
-    (the training-free scalings set their factor there); the shortest length's per-character
-    losses are then scored again under the longest length's scaling, so that the difference of
-    the two compares one model at two window lengths."""
-    L_max, losses, per_char, t0 = lengths[-1], {}, {}, time.perf_counter()
-
-    def per_position(L):  # every window of length L in every block, in block order: (windows, L)
-        seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
-        return tiny_lm.token_losses(model, seqs, max(1, batch_tokens // L))
-
-    for L in tqdm(lengths, desc=desc, leave=False, file=sys.stderr):
-        if set_length:
-            set_length(L)
-        per_pos = per_position(L)
-        losses[L] = per_pos.mean().item()
-        if L in (lengths[0], L_max):
-            per_char[L] = per_pos.reshape(len(blocks), -1)  # (blocks, L_max): block order kept
-    if set_length and len(lengths) > 1:  # the short-window reference of a scaled row uses the long row's scaling
-        per_char[lengths[0]] = per_position(lengths[0]).reshape(len(blocks), -1)
-    return losses, per_char, time.perf_counter() - t0
-
-
-
 def clamp_learned_rows(model, L_train: int) -> None:
     """The alternative to untrained rows: every position from L_train on reads row L_train - 1."""
     with torch.no_grad():
         w = model.learned.table.weight  # (max_len, C)
         w[L_train:] = w[L_train - 1]
-
-
-
-@torch.no_grad()
-def cached_vs_full(model, val_ids, L: int, n_windows: int) -> dict:
-    """Mean loss of the first n_windows windows of length L scored by one full forward and
-    by feeding one token at a time through the KV cache (what generate() does)."""
-    full = tiny_lm.window_losses(model, val_ids, L, n_windows).mean().item()
-    device = next(model.parameters()).device
-    ids = val_ids[:n_windows * L + 1]
-    x = torch.stack([ids[w * L:(w + 1) * L] for w in range(n_windows)]).to(device)          # (N, L)
-    y = torch.stack([ids[w * L + 1:(w + 1) * L + 1] for w in range(n_windows)]).to(device)  # (N, L)
-    model.eval()
-    cache, total = None, 0.0
-    for t in range(L):
-        out = model(x[:, t:t + 1], cache=cache)  # logits (N, 1, V); cache grows by one position
-        cache = out.cache
-        total += F.cross_entropy(out.logits[:, 0].float(), y[:, t], reduction="sum").item()
-    cached = total / (n_windows * L)
-    return {"length": L, "windows": n_windows, "loss_full": full, "loss_cached": cached,
-            "difference": cached - full}
-
 
 
 def parse_args(argv=None):
@@ -183,7 +135,6 @@ def parse_args(argv=None):
                                                      "every runs/seed* folder; '' for none)")
     add_common_flags(p)
     return p.parse_args(argv)
-
 
 
 def corpus_description(corpus, n_val: int, span: int, n_blocks: int) -> str:
@@ -222,13 +173,15 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
     if "rope" in names:
         at = names.index("rope") + 1
-        jobs[at:at] = [(f"rope+{s}", ckpt_dir / "rope.pt", s) for s in scalings]
+        jobs[at:at] = [(row_names.row_name("rope", s), ckpt_dir / "rope.pt", s) for s in scalings]
     if "learned" in names and not args.variants:
-        jobs.insert(names.index("learned") + 1, ("learned (clamped)", ckpt_dir / "learned.pt", "clamp"))
+        clamped = row_names.row_name("learned", switch="clamped")
+        jobs.insert(names.index("learned") + 1, (clamped, ckpt_dir / "learned.pt", "clamp"))
     seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
         ([] if args.quick or args.preset else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
     for d in filter(None, seed_dirs):
-        jobs += [(f"{n} [{Path(d).name}]", Path(d) / f"{n}.pt", None) for n in VARIANTS if (Path(d) / f"{n}.pt").exists()]
+        jobs += [(row_names.row_name(n, seed=Path(d).name), Path(d) / f"{n}.pt", None) for n in VARIANTS
+                 if (Path(d) / f"{n}.pt").exists()]
     return jobs
 
 

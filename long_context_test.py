@@ -1,5 +1,6 @@
 """Does a model USE the long context, or only survive it? Measures that perplexity of
-non-overlapping windows cannot give (extrapolation_test.py gives that one).
+non-overlapping windows cannot give (extrapolation_test.py gives that one). The measures are
+long_context.py's; this script runs them on the checkpoints and writes the tables.
 
 1. Context use (fixed targets). The same 256-character target spans, spread over the whole
    validation text, are scored again and again while only the visible context before them
@@ -53,108 +54,19 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import row_names
 import tiny_lm
-from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, distinct_key, key_ids_of
-from eval_common import (add_common_flags, bootstrap_ci, check_scalings, check_writable, checked_results, csv_text,
-                         eval_dirs, fail, find_checkpoints, format_retrieval, int_list, is_repo_results, length_setter,
-                         load_checked, load_eval_data, merge_rows, pair_scores, peak_rss_gib, read_json, share_ci,
-                         spread_blocks, sync_glance, sync_table, train_len_of)
+from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
+from eval_common import (add_common_flags, check_scalings, check_writable, checked_results, csv_text, eval_dirs, fail,
+                         find_checkpoints, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
+                         merge_rows, peak_rss_gib, read_json, train_len_of)
+from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
+from tables import sync_glance, sync_table
 from variants import FINETUNES, VARIANTS, is_copy, order_of
 
 COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
 # The rows measured on passkeys outside the training format (--only formats): the copy models that copy.
 FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn")
-
-
-# ----------------------------------------------------------------------------- 1. context use
-
-def context_use(model, val_ids, contexts, T: int, n_spans: int, batch_tokens: int, set_length=None):
-    """Loss on the same n_spans target spans of T characters for each visible context c.
-    Returns (n_spans, len(contexts)): mean loss over each span's T targets, in nats/char."""
-    # evenly spread from the first target with contexts[-1] characters before it to the end
-    starts = [contexts[-1] + p for p in spread_blocks(val_ids.numel() - contexts[-1], T, n_spans)]
-    cols = []
-    for c in contexts:
-        if set_length:
-            set_length(c + T)
-        seqs = torch.stack([val_ids[p - c:p + T + 1] for p in starts])            # (spans, c + T + 1)
-        loss = tiny_lm.token_losses(model, seqs, max(1, batch_tokens // (c + T)))         # (spans, c + T)
-        cols.append(loss[:, c:].mean(dim=1))                                      # targets only: (spans,)
-    return torch.stack(cols, dim=1)
-
-
-def summarize_context(name: str, per_span: torch.Tensor, contexts, short: int, seed: int) -> dict:
-    """One CSV row: mean loss per c, the gain from `short` to the longest c with its interval,
-    and the effective context."""
-    row = {"variant": name, **{f"c{c}": round(per_span[:, k].mean().item(), 4) for k, c in enumerate(contexts)}}
-    k_short = contexts.index(short)
-    gain = per_span[:, k_short] - per_span[:, -1]  # > 0: the long context helps
-    lo, hi = bootstrap_ci(gain, seed=seed)
-    effective, means = contexts[0], per_span.mean(dim=0)
-    for k in range(1, len(contexts)):
-        best = int(means[:k].argmin())  # the best of the shorter contexts: c must beat it, not just its neighbour
-        step_lo, _ = bootstrap_ci(per_span[:, best] - per_span[:, k], seed=seed + k)
-        if step_lo > 0:
-            effective = contexts[k]
-    row.update({f"gain_c{short}_to_c{contexts[-1]}": round(gain.mean().item(), 4),
-                "gain_lo": round(lo, 4), "gain_hi": round(hi, 4), "effective_context": effective})
-    return row
-
-
-# ----------------------------------------------------------------------------- 2. retrieval
-
-def plant_trials(val_ids, d: int, K: int, n: int, key_ids, seed: int):
-    """n windows of real text with a key of K distinct characters at KEY_AT and its repeat at
-    KEY_AT + d, and their paired controls: the same windows with the first copy replaced by a
-    fresh key (K other characters, none of the key's), so the repeat has nothing to copy from.
-    Nothing else differs between a window and its control.
-    Returns (planted (n, W + 1), control (n, W + 1), repeat_start), W = KEY_AT + d + K."""
-    W = KEY_AT + d + K
-    g = torch.Generator().manual_seed(seed * 7919 + d)
-    starts = torch.randint(0, val_ids.numel() - W - 1, (n,), generator=g).tolist()
-    planted = torch.stack([val_ids[s:s + W + 1] for s in starts]).clone()  # (n, W + 1)
-    control, rep = planted.clone(), KEY_AT + d
-    for p, c in zip(planted, control):
-        both = distinct_key(key_ids, 2 * K, g)  # 2K different characters: the key, then the fresh one
-        key, fresh = both[:K], both[K:]
-        p[KEY_AT:KEY_AT + K], p[rep:rep + K] = key, key
-        c[KEY_AT:KEY_AT + K], c[rep:rep + K] = fresh, key
-    return planted, control, rep
-
-
-def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, batch_tokens: int,
-              set_length=None) -> list:
-    """Per distance d: exact match, per-character accuracy and copy gain of the repeat, each with
-    a 95% interval over trials (eval_common.pair_scores: Clopper-Pearson for exact match, the
-    bootstrap for the other two). trials: an int, or a function d -> int.
-    Scored: characters 2..K of the repeat (the first cannot be guessed), the targets of positions
-    rep .. rep + K - 2. Exact match: the most likely next character is right at all K - 1 of them
-    (the same as greedy decoding of the key, since every earlier character then is right too).
-    Copy gain: the repeat's loss in the control window minus its loss in the planted one (nats/char)."""
-    out = []
-    for d in distances:
-        n = trials(d) if callable(trials) else trials
-        planted, control, rep = plant_trials(val_ids, d, K, n, key_ids, seed)
-        if set_length:
-            set_length(planted.shape[1] - 1)
-        bs = max(1, batch_tokens // planted.shape[1])
-        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
-        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
-        cols = list(range(rep, rep + K - 1))  # the targets of characters 2..K of the repeat
-        out.append({"distance": d, "trials": n, **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)})
-    return out
-
-
-def passkey_probe(val_ids, key_ids, d_max: int = 200, K: int = 10, trials: int = 32, seed: int = 1):
-    """A probe for train_compare.train(): the passkey at d = 32, 128 and d_max (those below
-    d_max), with its own seed so the probe's windows are not the reported test's.
-    Returns model -> {"d<d>": [per-character accuracy, exact match]}."""
-    ds = sorted({d for d in (32, 128) if d < d_max} | {d_max})
-
-    def probe(model):
-        rows = retrieval(model, val_ids, ds, K, trials, key_ids, seed, batch_tokens=16384)
-        return {f"d{r['distance']}": [round(r["per_char"], 4), round(r["exact"], 4)] for r in rows}
-    return probe
 
 
 # ----------------------------------------------------------------------------- command line
@@ -252,14 +164,15 @@ def settings(args) -> dict:
 # Evaluation-time switches of Llama 4's attention-temperature tuning (variants.py, irope): the row
 # "<checkpoint> (no temp)" is a checkpoint trained with it, evaluated without; "<checkpoint> (temp on)"
 # one trained without it (a variant with a temperature_floor but the tuning off), evaluated with it.
-NO_TEMP, TEMP_ON = " (no temp)", " (temp on)"
+NO_TEMP, TEMP_ON = "no temp", "temp on"
 
 
 def switch_temperature(model, row: str) -> None:
     """Set the temperature switch a row's name carries (read on every forward, tiny_lm.GPTConfig)."""
-    if row.endswith(NO_TEMP):
+    switch = row_names.parse(row).switch
+    if switch == NO_TEMP:
         model.cfg.attn_temperature_tuning = False
-    elif row.endswith(TEMP_ON):
+    elif switch == TEMP_ON:
         model.cfg.attn_temperature_tuning = True
 
 
@@ -275,16 +188,17 @@ def make_jobs(names, s, only) -> list:
         measures = {"retrieval"} if is_copy(n) else {"context", "retrieval"}
         jobs.append((n, n, None, measures | ({"formats"} if n in FORMAT_ROWS else set())))
         if cfg.get("attn_temperature_tuning"):
-            jobs.append((n + NO_TEMP, n, None, measures))
+            jobs.append((row_names.row_name(n, switch=NO_TEMP), n, None, measures))
         elif cfg.get("temperature_floor"):
-            jobs.append((n + TEMP_ON, n, None, measures))
+            jobs.append((row_names.row_name(n, switch=TEMP_ON), n, None, measures))
         if n == "rope":
-            jobs += [(f"rope+{x}", n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
+            jobs += [(row_names.row_name(n, x), n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
         if n == "rope_copy":  # rows of --retrieval-scalings, and those of FORMAT_ROWS whatever that says
-            extra = [r.partition("+")[2] for r in FORMAT_ROWS if r.startswith("rope_copy+")]
+            extra = [r.scaling_spec for r in map(row_names.parse, FORMAT_ROWS) if r.checkpoint == n and r.scaling]
             for x in dict.fromkeys(s["retrieval_scalings"] + extra):
-                jobs.append((f"rope_copy+{x}", n, x, ({"retrieval"} if x in s["retrieval_scalings"] else set())
-                             | ({"formats"} if f"rope_copy+{x}" in FORMAT_ROWS else set())))
+                row = row_names.row_name(n, x)
+                jobs.append((row, n, x, ({"retrieval"} if x in s["retrieval_scalings"] else set())
+                             | ({"formats"} if row in FORMAT_ROWS else set())))
     if only:
         jobs = [(r, n, x, m & {only}) for r, n, x, m in jobs]
     return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))

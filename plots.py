@@ -18,7 +18,8 @@ Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between the
 check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
 It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
 marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
-Every function here calls it before it saves; the scripts call these functions.
+Every function here calls it before it saves; the scripts call these functions. Row names are
+read by row_names.parse (the grammar: row_names.py).
 
     ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
     ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)
@@ -32,6 +33,8 @@ import math
 import textwrap
 import zlib
 from pathlib import Path
+
+import row_names
 
 SCHEMES = ("none", "learned", "sin", "rope", "alibi")
 HEADLINE = SCHEMES + ("rope+yarn", "rope_ft_yarn")  # the lines of the headline figure
@@ -67,45 +70,24 @@ EXEMPT = ("ref", "seed")  # gids check_distinct skips
 
 # ----------------------------------------------------------------------------- the rule
 
-def parse(name: str) -> dict:
-    """Split a row name into what the rule reads: "rope_copy_ft_yarn" -> base rope, scaling yarn,
-    fine-tuned, copy; "rope+ntk(4s)" -> base rope, scaling ntk(4s); "rope+yarn@16" -> scaling
-    yarn at a fixed factor; "rope [seed1]" -> seed; "learned (clamped)", "irope_copy (no temp)"
-    -> an evaluation switch (clamped, no temp); "irope_copy_notemp (temp on)" -> base irope, trained
-    with the temperature off (notemp), switched on (temp on)."""
-    seed = " [" in name
-    base, _, scaling = name.split(" [")[0].partition("+")
-    switch = ""
-    if base.endswith(")") and " (" in base:
-        base, _, switch = base[:-1].partition(" (")
-    copy = "_copy" in base
-    base = base.replace("_copy", "")
-    notemp = base.endswith("_notemp")  # trained with Llama 4's temperature off: irope's fair control
-    base = base.removesuffix("_notemp")
-    finetuned = "_ft" in base
-    if finetuned:  # rope_ft_yarn, rope_ft_none, alibi_ft: parent and the scaling it was tuned with
-        base, _, kind = base.partition("_ft")
-        scaling = kind.lstrip("_").replace("none", "")
-    return {"base": base, "scaling": scaling, "finetuned": finetuned, "copy": copy, "notemp": notemp,
-            "clamped": switch == "clamped", "switch": switch, "fixed": "@" in scaling, "seed": seed}
-
-
 def style(name: str) -> dict:
     """dict(color=..., ls=..., marker=...) of a row name under the colour rule (module docstring)."""
-    p = parse(name)
-    if p["seed"]:
+    r = row_names.parse(name)
+    if r.seed:
         return dict(SEED_STYLE)
-    scaling = p["scaling"].split("@")[0]  # a fixed-factor row is drawn like its scaling, in its own panel
-    if p["finetuned"]:
-        color = COLOURS.get(f"{p['base']}_ft_{p['scaling'] or 'none'}") or _colour(p["base"])
-    elif scaling:
-        color = _colour(scaling)
+    finetuned = r.finetune is not None
+    recipe = "" if r.finetune in (None, "none") else r.finetune
+    if finetuned:
+        color = COLOURS.get(f"{r.base}_ft_{recipe or 'none'}") or _colour(r.base)
+    elif r.scaling:  # a fixed-factor row is drawn like its scaling, in its own panel
+        color = _colour(r.scaling)
     else:
-        color = _colour(p["base"] + ("_notemp" if p["notemp"] else ""))
-    ls = DASHES[p["switch"]] if p["switch"] else DASHES.get(scaling, "-")
-    if p["switch"]:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
+        color = _colour(r.base + ("_notemp" if r.notemp else ""))
+    # a fine-tune shares the dash of the scaling it was tuned with
+    ls = DASHES[r.switch] if r.switch else DASHES.get(r.scaling or recipe, "-")
+    if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
-    return {"color": color, "ls": ls, "marker": MARKERS[(p["finetuned"], p["copy"])]}
+    return {"color": color, "ls": ls, "marker": MARKERS[(finetuned, r.copy)]}
 
 
 def _colour(key: str) -> str:
@@ -168,7 +150,7 @@ def _line(ax, xs, ys, name, label=None, **kw):
     st = style(name)
     opts = {"color": st["color"], "ls": st["ls"], "marker": st["marker"], "ms": 4, "lw": 1.8,
             "label": name if label is None else label}
-    if parse(name)["seed"]:
+    if row_names.parse(name).seed:
         opts.update(lw=0.8, ms=0, gid="seed", zorder=1)
     opts.update(kw)
     return ax.plot(xs, ys, **opts)[0]
@@ -250,16 +232,16 @@ def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
     fixed (the same at a fixed factor), finetune, hybrid (mixed layer layouts), option (every
     other base variant); a row trained on the copy curriculum gets "copy_" before its group."""
-    p = parse(name)
-    if p["finetuned"]:
+    r = row_names.parse(name)
+    if r.finetune is not None:
         group = "finetune"
-    elif p["scaling"]:
-        group = "fixed" if p["fixed"] else "scaled"
-    elif p["base"] in HYBRIDS:
+    elif r.scaling:
+        group = "fixed" if r.fixed else "scaled"
+    elif r.base in HYBRIDS:
         group = "hybrid"
     else:
-        group = "five" if p["base"] in SCHEMES else "option"
-    return ("copy_" if p["copy"] else "") + group
+        group = "five" if r.base in SCHEMES else "option"
+    return ("copy_" if r.copy else "") + group
 
 
 def _panels(names, spec) -> list:
@@ -294,9 +276,10 @@ def _grid(plt, n: int, width: float = 6.2, height: float = 4.6, **kw):
 def _gloss(row) -> str:
     """A headline label: the name, and what a reader needs to tell the RoPE rows apart."""
     name = row["variant"]
-    if parse(name)["finetuned"]:
+    r = row_names.parse(name)
+    if r.finetune is not None:
         return f"{name} (fine-tuned at {row['train_len']})"
-    if "+" in name:
+    if r.scaling:
         return f"{name} (no training)"
     return name
 
@@ -345,7 +328,7 @@ def ppl_vs_length_all(path, rows, lengths) -> None:
     train_len = rows[0]["train_len"]
     same = _same_as(rows, lengths)
     fig, ax = plt.subplots(figsize=(11, 6.5))
-    seeds = [r for r in rows if parse(r["variant"])["seed"]]
+    seeds = [r for r in rows if row_names.parse(r["variant"]).seed]
     for j, r in enumerate(seeds):
         _line(ax, lengths, [r[f"ppl_{L}"] for L in lengths], r["variant"],
               label="other seeds (grey)" if j == 0 else "_seed")
@@ -409,7 +392,7 @@ def train_curves(path, logs, finetunes) -> None:
     fine-tunes, on their own axis since they run a tenth of the steps. logs: {variant: {"step",
     "train_loss", "val_loss"}}; finetunes: the names that are fine-tunes."""
     plt = _plt()
-    names = [n for n in logs if not parse(n)["copy"]]  # the copy family: copy_curves
+    names = [n for n in logs if not row_names.parse(n).copy]  # the copy family: copy_curves
     fts = [n for n in names if n in finetunes]
     five = [n for n in names if n in SCHEMES]
     groups = [("(a) the five schemes", five),
@@ -440,7 +423,8 @@ def copy_curves(path, logs) -> None:
     windows each; the last distance probed is drawn), against step. logs: train_log.json's,
     whose copy-trained entries carry "probe"."""
     plt = _plt()
-    names = [n for n in logs if parse(n)["copy"] and not parse(n)["finetuned"] and logs[n].get("probe")]
+    parsed = {n: row_names.parse(n) for n in logs}
+    names = [n for n in logs if parsed[n].copy and parsed[n].finetune is None and logs[n].get("probe")]
     d = sorted(logs[names[0]]["probe"][-1], key=lambda k: int(k[1:]))[-1]  # e.g. "d128"
     panels = [("(a) validation loss on text (nats/char)", None),
               (f"(b) passkey at d = {d[1:]}: per-character accuracy", 0),
@@ -519,9 +503,9 @@ def context_use(path, rows, meta) -> None:
 
 
 def _gloss_context(name: str) -> str:
-    p = parse(name)
-    return f"{name} (fine-tuned at {FT_MULT}x)" if p["finetuned"] else \
-        f"{name} (no training)" if p["scaling"] else name
+    r = row_names.parse(name)
+    return f"{name} (fine-tuned at {FT_MULT}x)" if r.finetune is not None else \
+        f"{name} (no training)" if r.scaling else name
 
 
 def context_use_all(path, rows, meta) -> None:

@@ -5,7 +5,7 @@ one of them can favour one scheme: an independent implementation (lucidrains' x-
 same size, same batches and schedule) put ALiBi within 1% of RoPE at 256, while ours put it
 4-6% behind. This script changes ONE choice at a time, away from this repository's recipe
 towards a plain GPT-2 / nanoGPT recipe, and trains each scheme under it with the same seed
-and the same batches (train_compare.train). Knobs:
+and the same batches (training.train). Knobs:
 
     baseline      this repository's recipe (train_compare.py defaults)
     qkv_gpt2      q/k/v weights at std 0.02 instead of C^-0.5 (GPT-2 init for every Linear)
@@ -39,9 +39,9 @@ import torch
 
 import tiny_lm
 from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
-from extrapolation_test import evaluate
+from perplexity import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
-from train_compare import train
+from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides): one change each against the baseline.

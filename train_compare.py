@@ -9,6 +9,7 @@ merged with the curves already there, and train_log.csv and train_curves.png are
 results/ only if every checkpoint in --out is a real run (see --results), checked before training.
 Fine-tunes (*_ft_*) continue a checkpoint at 4x its length for 10% of its steps, with a RoPE
 scaling (as the PI and YaRN papers extend real models) or without (the compute-matched controls).
+The loop itself is training.train (training.py), which the other scripts that train share.
 
     python train_compare.py                      # the main comparison (README)
     python train_compare.py --preset preview     # five schemes, small and short: a few minutes
@@ -20,10 +21,8 @@ scaling (as the PI and YaRN papers extend real models) or without (the compute-m
     torchrun --nproc_per_node 4 train_compare.py --preset gpu   # the same, data-parallel over 4 GPUs
 """
 import argparse
-import contextlib
 import json
 import math
-import signal
 import sys
 import time
 from dataclasses import asdict, replace
@@ -31,146 +30,18 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 
 import copy_mixture
-import long_context_test
+import long_context
 import tiny_lm
 from eval_common import LOG_KEYS, check_writable, corpus_mismatch, csv_text, read_logs, results_for_checkpoints
-from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
-from train_state import (Interrupted, RunConfig, StateError, StopRequest, continue_command, distributed_env, load_state,
-                         restore, save_state, shard, state_identity)
+from tiny_lm import CheckpointError, CorpusError, GPTConfig
+from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
+                         state_identity)
+from training import copy_batches, train
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
-                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, finetune_setup, is_copy, lr_at, make_optimizer,
-                      recipe_changes, run_dirs, variant_config)
-
-
-
-# ----------------------------------------------------------------------------- the recipe's pieces
-
-def copy_batches(name: str, tc: TrainConfig, train_ids, vocab: str):
-    """None for a text variant (train() draws random windows); for the copy family, the
-    curriculum of copy_mixture.COPY_RECIPE over tc.steps. A fine-tune of a copy model continues
-    the second phase only (no warm-up), with gaps between copies up to its own, longer length."""
-    if not is_copy(name):
-        return None
-    recipe = copy_mixture.COPY_RECIPE
-    if name not in COPY_OF:
-        recipe = replace(recipe, warm_frac=0.0, max_gap=tc.seq_len)
-    return copy_mixture.curriculum_windows(random_windows(train_ids, tc.seq_len, tc.batch_size), tc.batch_size,
-                                           tc.seq_len, copy_mixture.key_ids_of(vocab, recipe.alphabet), tc.seed,
-                                           tc.steps, recipe)
-
-
-def random_windows(ids: torch.Tensor, T: int, B: int):
-    """The default batches for train(): B windows of T tokens at random starts in ids, each
-    target the next token. Returns batch(step, generator) -> (x, y), both (B, T)."""
-    if ids.numel() < T + 2:
-        raise CorpusError(f"training text has {ids.numel()} tokens, fewer than one window of {T + 1}")
-
-    def batch(step: int, gen: torch.Generator):
-        starts = torch.randint(0, ids.numel() - T - 1, (B,), generator=gen)
-        x = torch.stack([ids[s:s + T] for s in starts.tolist()])          # (B, T)
-        y = torch.stack([ids[s + 1:s + T + 1] for s in starts.tolist()])  # (B, T)
-        return x, y
-    return batch
-
-
-# ----------------------------------------------------------------------------- the training loop
-
-def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train",
-          device=torch.device("cpu"), batches=None, run: RunConfig = None, resume: dict = None,
-          probe=None) -> dict:
-    """Train in place; returns the loss history. Batches come from a generator seeded with
-    tc.seed only, so every model trained with the same TrainConfig sees the same windows.
-
-    batches: a function (step, generator) -> (x, y) of token ids; default random_windows(
-    train_ids, tc.seq_len, tc.batch_size). A target of -100 (cross_entropy's ignore_index)
-    adds no loss. val_ids=None skips validation (val_loss entries are None).
-    run: how to run (RunConfig: precision, fused AdamW, compile, where and how often to save
-    the state). resume: a state from train_state.load_state() to continue from. probe: a
-    function model -> dict, called at every evaluation point; its answers go to hist["probe"].
-    Under torch.distributed (torchrun), rank r trains on windows r::world of every global batch
-    and DistributedDataParallel averages the gradients: the same update as one process."""
-    run, device = run or RunConfig(), torch.device(device)
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    rank = dist.get_rank() if world > 1 else 0
-    if tc.batch_size % world:
-        raise ValueError(f"{desc}: batch size {tc.batch_size} is not divisible by the {world} processes")
-    gen = torch.Generator().manual_seed(tc.seed + 12345)
-    model.to(device).train()  # before the optimizer: fused AdamW (torch 2.1-2.3) wants CUDA parameters
-    opt = make_optimizer(model, tc, fused=run.fused and device.type == "cuda")
-    hist = {"step": [], "train_loss": [], "val_loss": [], "tokens_per_s": []}
-    batches = batches or random_windows(train_ids, tc.seq_len, tc.batch_size)
-    # running means between two evaluation points; a resume continues them, so hist is that of one run
-    start, acc, t0 = 0, {"loss": 0.0, "n": 0, "tokens": 0, "interval_s": 0.0}, time.perf_counter()
-    wall0 = t0 - (resume or {}).get("wall_s", 0.0)  # training seconds, earlier sessions included
-    if resume is not None:
-        restore(resume, model, opt, gen)
-        start, hist, acc = resume["step"], resume["hist"], dict(resume["running"])
-        t0 -= acc["interval_s"]
-    fwd = torch.compile(model) if run.compile else model
-    if world > 1:
-        fwd = torch.nn.parallel.DistributedDataParallel(fwd, device_ids=[device.index] if device.type == "cuda" else None)
-    bar = tqdm(range(start, tc.steps), desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr,
-               initial=start, total=tc.steps, disable=rank != 0)
-    with StopRequest(run.state_path is not None, loud=rank == 0) as stop:
-        for step in bar:
-            loss_value, stopping, tokens = train_step(fwd, model, opt, batches(step, gen), lr_at(step, tc), tc,
-                                                      run.amp, stop, device)
-            acc["loss"], acc["n"], acc["tokens"] = acc["loss"] + loss_value, acc["n"] + 1, acc["tokens"] + tokens
-            if (step + 1) % tc.eval_every == 0 or step + 1 == tc.steps:
-                t0 = log_point(model, val_ids, tc, hist, step + 1, acc, t0, probe, bar)
-            due = run.save_every and (step + 1) % run.save_every == 0 and step + 1 < tc.steps
-            if run.state_path is not None and (due or stopping):
-                if rank == 0:
-                    running = dict(acc, interval_s=time.perf_counter() - t0)
-                    save_state(run.state_path, model, opt, gen, step + 1, hist, running, run.identity,
-                               time.perf_counter() - wall0)
-                if world > 1:
-                    dist.barrier()  # nobody exits (and makes torchrun stop the others) before it is written
-                if stopping:
-                    bar.close()
-                    raise Interrupted(stop.signum or signal.SIGTERM, step + 1, run.state_path)
-    return hist
-
-
-def train_step(fwd, model, opt, batch, lr: float, tc: TrainConfig, amp: str, stop, device):
-    """One optimizer step on this process's share of a global batch (x, y), each (B, T).
-    Returns (loss of the global batch, whether any process got a signal, tokens of the global batch)."""
-    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    rank = dist.get_rank() if world > 1 else 0
-    x, y = (shard(t, rank, world).to(device) for t in batch)  # this process's share: (B / world, T)
-    for g in opt.param_groups:
-        g["lr"] = lr
-    amp_dtype = {"off": None, "bf16": torch.bfloat16}[amp]
-    with torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext():
-        loss = fwd(x, y).loss
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-    opt.step()
-    if world == 1:
-        return loss.item(), stop.signum is not None, x.numel()
-    # one collective: the loss of the global batch, and whether any rank got a signal
-    both = torch.tensor([loss.item(), float(stop.signum is not None)], device=device)
-    dist.all_reduce(both)
-    return both[0].item() / world, both[1].item() > 0, x.numel() * world
-
-
-def log_point(model, val_ids, tc: TrainConfig, hist: dict, step: int, acc: dict, t0: float, probe, bar) -> float:
-    """Append one point of the loss curve (and the probe's answers) to hist, reset the running
-    means in acc; returns the time the next interval starts at."""
-    tok_s = acc["tokens"] / (time.perf_counter() - t0)
-    val = None if val_ids is None else tiny_lm.window_losses(model, val_ids, tc.seq_len, tc.eval_windows).mean().item()
-    for k, v in zip(hist, (step, acc["loss"] / acc["n"], val, tok_s)):
-        hist[k].append(v)
-    if probe is not None:
-        hist.setdefault("probe", []).append(probe(model))
-    bar.set_postfix(loss=f"{acc['loss'] / acc['n']:.3f}", val="-" if val is None else f"{val:.3f}",
-                    tok_s=f"{tok_s:,.0f}")
-    acc.update(loss=0.0, n=0, tokens=0)
-    return time.perf_counter()
+                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, finetune_setup, is_copy, recipe_changes,
+                      run_dirs, variant_config)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -452,7 +323,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
         base_tc = settings["copy_train" if name in COPY_OF else "train"]
         model, tc, parent_step = build_variant(name, model_kw, base_tc, args.seed, out)
         batches = copy_batches(name, tc, train_ids, vocab)
-        probe = None if batches is None else long_context_test.passkey_probe(
+        probe = None if batches is None else long_context.passkey_probe(
             val_ids, copy_mixture.key_ids_of(vocab, copy_mixture.COPY_RECIPE.alphabet), min(200, tc.seq_len // 2))
     except (CheckpointError, ValueError) as e:  # CorpusError is a ValueError
         return error(f"{name}: {e}")

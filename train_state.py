@@ -1,4 +1,4 @@
-"""Resumable training: the state train_compare.train() saves between two steps, and how a
+"""Resumable training: the state training.train() saves between two steps, and how a
 run that stopped (Ctrl-C, SIGTERM, a lost session) continues from it.
 
 The state holds everything the next step depends on: weights, optimizer, step, loss history,

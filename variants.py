@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+import row_names
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 
@@ -102,11 +103,11 @@ def is_copy(name: str) -> bool:
 
 def order_of(row: str) -> tuple:
     """Sort key of a table row ("rope+yarn", "learned (clamped)", "rope [seed1]"): other seeds'
-    rows last, then the place of the row's variant in ALL_NAMES (unknown names after the known),
-    then the plain row before its scaled or clamped rows."""
-    name, _, seed = row.partition(" [")
-    base = name.split("+")[0].split(" (")[0]
-    return (seed, ALL_NAMES.index(base) if base in ALL_NAMES else len(ALL_NAMES), name != base)
+    rows last, then the place of the row's checkpoint in ALL_NAMES (unknown names after the known),
+    then the plain row before its scaled or switched rows (row_names reads the name)."""
+    r = row_names.parse(row)
+    where = ALL_NAMES.index(r.checkpoint) if r.checkpoint in ALL_NAMES else len(ALL_NAMES)
+    return (r.seed, where, bool(r.scaling or r.switch))
 
 
 # ----------------------------------------------------------------------------- the recipe

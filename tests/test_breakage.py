@@ -1,5 +1,5 @@
 """breakage_test.py: the word-order task, the permutation argument behind it, training it with
-train_compare.train(), and a --quick run."""
+training.train(), and a --quick run."""
 import json
 import sys
 from collections import Counter
@@ -12,7 +12,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import breakage_test as bt  # noqa: E402
-import train_compare as tcmp  # noqa: E402
+import training  # noqa: E402
+import variants  # noqa: E402
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 
 
@@ -160,17 +161,17 @@ def test_train_with_a_batch_function_is_the_plain_recipe():
     drawn in step order from a generator seeded tc.seed + 12345; checked against a loop written here."""
     task = bt.make_task()
     x, y = bt.training_set(task)
-    tc = tcmp.TrainConfig(seq_len=4, batch_size=8, steps=6, warmup=2, eval_every=3, seed=5)
+    tc = variants.TrainConfig(seq_len=4, batch_size=8, steps=6, warmup=2, eval_every=3, seed=5)
     batches = bt.answer_batches(x, y, tc.batch_size)
     m1 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
     m2 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
     m2.load_state_dict(m1.state_dict())
-    hist = tcmp.train(m1, None, None, tc, batches=batches)
-    opt, gen, losses = tcmp.make_optimizer(m2, tc), torch.Generator().manual_seed(tc.seed + 12345), []
+    hist = training.train(m1, None, None, tc, batches=batches)
+    opt, gen, losses = variants.make_optimizer(m2, tc), torch.Generator().manual_seed(tc.seed + 12345), []
     for step in range(tc.steps):
         xb, yb = batches(step, gen)
         for g in opt.param_groups:
-            g["lr"] = tcmp.lr_at(step, tc)
+            g["lr"] = variants.lr_at(step, tc)
         loss = F.cross_entropy(m2(xb).logits[:, -1, :], yb[:, -1])
         opt.zero_grad()
         loss.backward()

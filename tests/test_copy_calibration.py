@@ -13,7 +13,8 @@ import torch.nn.functional as F
 import copy_calibration as CC
 import copy_mixture as CM
 import tiny_lm
-import train_compare as TC
+import training
+import variants
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,21 +45,21 @@ def test_plant_keys_writes_each_key_where_it_says(copies, max_gap):
 
 def test_synthetic_windows_hold_only_key_characters():
     ids = torch.randint(0, 40, (3000,))
-    x, y = CM.copy_windows(TC.random_windows(ids, 64, 8), 8, 64, KEYS, seed=0, key_len=(6, 6), copies=3,
+    x, y = CM.copy_windows(training.random_windows(ids, 64, 8), 8, 64, KEYS, seed=0, key_len=(6, 6), copies=3,
                           synthetic=1.0)(0, torch.Generator())
     assert bool(((x >= 40) & (y >= 40)).all()), "a synthetic window kept some text"
     assert torch.equal(x[:, 1:], y[:, :-1])
 
 
 def test_train_probe_is_called_at_each_eval_and_changes_nothing():
-    tc = TC.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=2, eval_windows=2)
+    tc = variants.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=2, eval_windows=2)
     ids = torch.randint(0, 20, (2000,))
     cfg = tiny_lm.GPTConfig(vocab_size=20, n_layer=1, n_head=2, n_embd=8, pos="rope")
     models = []
     for probe in (None, lambda m: {"n": float(m(ids[None, :16]).logits.detach().sum())}):
         torch.manual_seed(0)
         models.append(tiny_lm.TinyLM(cfg))
-        hist = TC.train(models[-1], ids, ids, tc, probe=probe)
+        hist = training.train(models[-1], ids, ids, tc, probe=probe)
     assert [p["n"] for p in hist["probe"]] and len(hist["probe"]) == len(hist["step"]) == 3, hist
     for (n, a), b in zip(models[0].state_dict().items(), models[1].state_dict().values()):
         assert torch.equal(a, b), f"{n} differs with a probe: max diff {(a - b).abs().max():.2e}"
@@ -125,7 +126,7 @@ def test_mixtures_fit_the_training_window():
     """Every mixture's keys fit a 257-token window with all their copies (plant_keys would raise)."""
     g = torch.Generator().manual_seed(0)
     for name, mix in CC.MIXTURES.items():
-        row = torch.zeros(TC.TrainConfig.seq_len + 1, dtype=torch.long)
+        row = torch.zeros(variants.TrainConfig.seq_len + 1, dtype=torch.long)
         big = replace(mix, key_len=(mix.key_len[1], mix.key_len[1]))
         assert CM.plant_keys(row, g, KEYS, big.key_len, big.n_keys, big.copies, big.max_gap), name
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 import eval_common as EC
+import row_names
+import tables
 import tiny_lm
 import variants
 from tiny_lm import GPTConfig
@@ -41,7 +43,7 @@ def test_glance_table_applies_the_stated_rules(tmp_path):
     _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
            {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
                                           "rope_copy_ft_yarn": (0.9, 0.49), "rope": (0.0, 0.0)})
-    lines = {l.split(" | ")[0][2:]: l for l in EC.glance_table(tmp_path).splitlines()[2:]}
+    lines = {l.split(" | ")[0][2:]: l for l in tables.glance_table(tmp_path).splitlines()[2:]}
     assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
     # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. passkey: the worst d <= 200 (and d = 512), >= 50%;
     # the text model's own passkey and its copy-trained twin's each in their own columns, the twin named
@@ -53,14 +55,14 @@ def test_glance_table_applies_the_stated_rules(tmp_path):
 
 
 def test_copy_counterpart_names():
-    assert [EC.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
+    assert [row_names.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
         ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]
 
 
 def test_sync_table_writes_only_for_the_repository_results(tmp_path):
     page = EC.HERE / "README.md"
     before = page.read_text(encoding="utf-8")
-    EC.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
+    tables.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
     assert page.read_text(encoding="utf-8") == before
 
 

@@ -11,11 +11,13 @@ import torch
 import torch.nn.functional as F
 
 import extrapolation_test as ET
+import long_context
 import long_context_test as LC
+import perplexity
 import tiny_lm
 from copy_mixture import FORMATS, REPEAT_AT, copy_windows, key_ids_of, plant_format, verse_starts
-from eval_common import clopper_pearson, format_retrieval, share_ci
-from train_compare import random_windows
+from long_context import clopper_pearson, format_retrieval, share_ci
+from training import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -38,7 +40,7 @@ def test_context_use_scores_the_same_targets_with_more_context():
     torch.manual_seed(1)
     model, ids = tiny("alibi"), torch.randint(0, len(VOCAB), (700,))
     contexts, T, n = [0, 8, 24, 56], 16, 5
-    got = LC.context_use(model, ids, contexts, T, n, batch_tokens=64)  # (spans, contexts)
+    got = long_context.context_use(model, ids, contexts, T, n, batch_tokens=64)  # (spans, contexts)
     first, last = contexts[-1], ids.numel() - T - 1
     starts = [round(first + i * (last - first) / (n - 1)) for i in range(n)]
     assert starts[0] == 56 and starts[-1] == last and len(set(starts)) == n
@@ -52,7 +54,7 @@ def test_context_use_scores_the_same_targets_with_more_context():
 
 def test_scaled_rope_gets_the_factor_of_the_whole_window():
     model, ids, seen = tiny("rope"), torch.randint(0, len(VOCAB), (400,)), []
-    LC.context_use(model, ids, [0, 16, 48], 32, 2, 256, set_length=seen.append)
+    long_context.context_use(model, ids, [0, 16, 48], 32, 2, 256, set_length=seen.append)
     assert seen == [32, 48, 80], f"set_length got {seen}, want context + targets"
 
 
@@ -60,7 +62,7 @@ def test_plant_trials_control_differs_only_in_the_first_copy():
     ids = torch.randint(0, TEXT, (3000,))
     key_ids = key_ids_of(VOCAB, "upper")
     for d in (10, 24, 100, 1000):
-        planted, control, rep = LC.plant_trials(ids, d, 10, 6, key_ids, seed=3)
+        planted, control, rep = long_context.plant_trials(ids, d, 10, 6, key_ids, seed=3)
         assert planted.shape == control.shape == (6, LC.KEY_AT + d + 10 + 1) and rep == LC.KEY_AT + d
         first, again = planted[:, LC.KEY_AT:LC.KEY_AT + 10], planted[:, rep:rep + 10]
         assert torch.equal(first, again), "the repeat is not the key"
@@ -76,17 +78,17 @@ def test_plant_trials_control_differs_only_in_the_first_copy():
         keys = torch.zeros(planted.shape[1], dtype=torch.bool)
         keys[LC.KEY_AT:LC.KEY_AT + 10], keys[rep:rep + 10] = True, True
         assert bool((planted[:, ~keys] < TEXT).all()), "text outside the keys was changed"
-    again = LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)
-    assert torch.equal(again[0], LC.plant_trials(ids, 100, 10, 6, key_ids, seed=3)[0]), "not reproducible"
+    again = long_context.plant_trials(ids, 100, 10, 6, key_ids, seed=3)
+    assert torch.equal(again[0], long_context.plant_trials(ids, 100, 10, 6, key_ids, seed=3)[0]), "not reproducible"
 
 
 def test_retrieval_numbers_match_a_direct_computation():
     torch.manual_seed(2)
     model, ids, key_ids = tiny("rope"), torch.randint(0, len(VOCAB), (2000,)), key_ids_of(VOCAB, "upper")
-    out = LC.retrieval(model, ids, [10, 30, 90], 8, lambda d: 5 if d < 50 else 3, key_ids, seed=0, batch_tokens=128)
+    out = long_context.retrieval(model, ids, [10, 30, 90], 8, lambda d: 5 if d < 50 else 3, key_ids, seed=0, batch_tokens=128)
     assert [r["trials"] for r in out] == [5, 5, 3], "trials per distance not taken from the function"
     for r in out:
-        planted, control, rep = LC.plant_trials(ids, r["distance"], 8, r["trials"], key_ids, seed=0)
+        planted, control, rep = long_context.plant_trials(ids, r["distance"], 8, r["trials"], key_ids, seed=0)
         gain, exact, per_char = [], [], []
         for p, c in zip(planted, control):
             with torch.no_grad():
@@ -124,7 +126,7 @@ def test_retrieval_of_a_model_that_copies():
             return tiny_lm.LMOutput(logits, None, None)
 
     ids, key_ids = torch.randint(0, TEXT, (800,)), key_ids_of(VOCAB, "upper")
-    out = LC.retrieval(Copier(), ids, [20, 60], 6, 4, key_ids, seed=0, batch_tokens=256)
+    out = long_context.retrieval(Copier(), ids, [20, 60], 6, 4, key_ids, seed=0, batch_tokens=256)
     for r in out:
         assert r["exact"] == 1.0 and r["per_char"] == 1.0, r
         assert r["per_char_control"] < 0.5 and r["gain"] > 1.0, r
@@ -134,12 +136,12 @@ def test_effective_context_and_bootstrap():
     g = torch.Generator().manual_seed(0)
     noise = 0.01 * torch.randn(40, 5, generator=g)
     curve = torch.tensor([2.0, 1.7, 1.5, 1.5, 1.5])  # helps up to the third context, then flat
-    row = LC.summarize_context("x", curve + noise, [0, 10, 20, 40, 80], short=20, seed=0)
+    row = long_context.summarize_context("x", curve + noise, [0, 10, 20, 40, 80], short=20, seed=0)
     assert row["effective_context"] == 20, row
     broken = torch.tensor([1.6, 1.62, 3.0, 3.8, 3.7]) + noise  # worse than c=0 everywhere, then a dip at 80
-    assert LC.summarize_context("y", broken, [0, 10, 20, 40, 80], short=20, seed=0)["effective_context"] == 0
+    assert long_context.summarize_context("y", broken, [0, 10, 20, 40, 80], short=20, seed=0)["effective_context"] == 0
     assert row["gain_lo"] <= row["gain_c20_to_c80"] <= row["gain_hi"] and abs(row["gain_c20_to_c80"]) < 0.01
-    lo, hi = LC.bootstrap_ci(torch.full((10,), 3.0))
+    lo, hi = long_context.bootstrap_ci(torch.full((10,), 3.0))
     assert lo == hi == 3.0
 
 
@@ -192,7 +194,7 @@ def test_evaluate_scores_the_same_characters_at_every_length():
     torch.manual_seed(3)
     model, ids = tiny("alibi"), torch.randint(0, len(VOCAB), (3000,))
     blocks = ET.spread_blocks(ids.numel(), 128, 3)
-    losses, per_char, _ = ET.evaluate(model, ids, [32, 128], blocks, 256, "t")
+    losses, per_char, _ = perplexity.evaluate(model, ids, [32, 128], blocks, 256, "t")
     for i, b in enumerate(blocks):
         want_long = direct_loss(model, ids[b:b + 129])
         want_short = torch.cat([direct_loss(model, ids[b + j:b + j + 33]) for j in range(0, 128, 32)])
@@ -242,8 +244,8 @@ def test_make_jobs_rows():
     jobs = {row: (name, scaling, m) for row, name, scaling, m in LC.make_jobs(["rope", "rope_copy", "irope_copy"], s, None)}
     assert jobs["rope+yarn@16"] == ("rope", "yarn@16", {"context"})
     assert jobs["rope_copy+linear"] == ("rope_copy", "linear", {"retrieval"})
-    assert jobs["irope_copy" + LC.NO_TEMP] == ("irope_copy", None, {"retrieval"}), "irope's temperature-off row"
-    assert "rope" + LC.NO_TEMP not in jobs
+    assert jobs["irope_copy (no temp)"] == ("irope_copy", None, {"retrieval"}), "irope's temperature-off row"
+    assert "rope (no temp)" not in jobs
 
 
 def test_fixed_factor_scaling():
@@ -463,8 +465,8 @@ def test_irope_copy_notemp_differs_only_in_the_temperature():
     assert V.COPY_OF["irope_copy_notemp"] == "irope", "trained on the copy curriculum for COPY_STEPS like irope_copy"
     s = {"scalings": [], "fixed_scalings": [], "retrieval_scalings": []}
     rows = [j[0] for j in LC.make_jobs(["irope_copy_notemp", "irope_copy", "irope_global"], s, "retrieval")]
-    assert rows == ["irope_global", "irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp",
-                    "irope_copy_notemp" + LC.TEMP_ON], rows
+    assert rows == ["irope_global", "irope_copy", "irope_copy (no temp)", "irope_copy_notemp",
+                    "irope_copy_notemp (temp on)"], rows
 
 
 def test_temp_on_row_switches_the_factor_on():
@@ -475,7 +477,7 @@ def test_temp_on_row_switches_the_factor_on():
     kw = dict(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, max_len=512)
     plain = V.build_variant("irope_copy_notemp", kw, V.TrainConfig(), 0, None)[0].eval()
     on = copy_module.deepcopy(plain)
-    LC.switch_temperature(on, "irope_copy_notemp" + LC.TEMP_ON)
+    LC.switch_temperature(on, "irope_copy_notemp (temp on)")
     assert on.cfg.attn_temperature_tuning and not plain.cfg.attn_temperature_tuning
     floor = plain.cfg.temperature_floor
     x = torch.randint(0, len(VOCAB), (2, 3 * floor))
@@ -485,25 +487,25 @@ def test_temp_on_row_switches_the_factor_on():
     beyond = (a[:, floor:] - b[:, floor:]).abs().amax(dim=(0, 2))                 # (2 floor,)
     assert below == 0.0, f"below the floor the factor is 1, but the logits differ by {below:.2e}"
     assert bool((beyond > 1e-6).all()), f"beyond the floor the factor changed nothing somewhere: {beyond.min():.2e}"
-    LC.switch_temperature(on, "irope_copy" + LC.NO_TEMP)
+    LC.switch_temperature(on, "irope_copy (no temp)")
     assert not on.cfg.attn_temperature_tuning
 
 
 def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
     """copy_family_table reads irope_copy_notemp and its "(temp on)" row: the checkpoint's own ppl,
     and irope as the text-trained counterpart (there is no irope_notemp)."""
-    from eval_common import copy_family_table
+    from tables import copy_family_table
     ex = [{"variant": n, "train_len": 256, "ppl_256": p} for n, p in
           (("irope", 5.12), ("irope_copy", 5.55), ("irope_copy_notemp", 5.61))]
     (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
     rows = [{"variant": v, "family": "copy", "distance": d, "exact": 0.5, "per_char": 0.9}
-            for v in ("irope_copy", "irope_copy" + LC.NO_TEMP, "irope_copy_notemp", "irope_copy_notemp" + LC.TEMP_ON)
+            for v in ("irope_copy", "irope_copy (no temp)", "irope_copy_notemp", "irope_copy_notemp (temp on)")
             for d in (32, 512)]
     (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     lines = {ln.split(" | ")[0][2:]: ln for ln in copy_family_table(tmp_path).splitlines()[2:] if ln.startswith("| ")}
     assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
-    assert lines["irope_copy_notemp" + LC.TEMP_ON].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
-    assert lines["irope_copy" + LC.NO_TEMP].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
+    assert lines["irope_copy_notemp (temp on)"].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
+    assert lines["irope_copy (no temp)"].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
 
 
 # ----------------------------------------------------------------------------- the formats' results files

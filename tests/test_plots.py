@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import plots
+import row_names
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -40,7 +41,7 @@ def _draw(name, path):
         plots.loss_vs_position(path, rows, ex["loss_vs_position"], lengths)
     elif name == "train_curves":
         logs = _logs()
-        plots.train_curves(path, logs, {n for n in logs if plots.parse(n)["finetuned"]})
+        plots.train_curves(path, logs, {n for n in logs if row_names.parse(n).finetune is not None})
     elif name in ("context_use", "context_use_all", "retrieval"):
         d = _json(f"{name.replace('_all', '')}.json")
         getattr(plots, name)(path, d["rows"], d["meta"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import eval_common
+import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
@@ -36,14 +36,14 @@ def test_tables_are_the_results_tables(name, script):
 def test_glance_table_is_computed_from_results():
     page, text = block("glance")
     assert page.name == "README.md", "the glance table belongs in the README"
-    want = eval_common.glance_table(ROOT / "results").strip()
+    want = tables.glance_table(ROOT / "results").strip()
     assert text == want, f"README's glance table differs from the one results/ gives:\n{want}"
     assert text.count("\n") >= 6, f"the glance table lost rows:\n{text}"
 
 
 def test_copy_family_table_is_computed_from_results():
     page, text = block("copy_family")
-    want = eval_common.copy_family_table(ROOT / "results").strip()
+    want = tables.copy_family_table(ROOT / "results").strip()
     assert want, "results/retrieval.json has no copy-trained rows"
     assert text == want, f"{page.name}'s copy_family table differs from the one results/ gives:\n{want}"
 

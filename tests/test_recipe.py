@@ -9,7 +9,7 @@ import torch
 
 import recipe_ablation
 from tiny_lm import GPTConfig, TinyLM
-from train_compare import TrainConfig, make_optimizer
+from variants import TrainConfig, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 C, L = 64, 3

@@ -114,18 +114,18 @@ def test_rerun_skips_finished_variants(quick_run):
 
 @pytest.mark.usefixtures("one_thread")
 def test_cached_vs_full_matches_for_plain_rope():
-    """extrapolation_test.cached_vs_full: one token at a time through the cache = one forward."""
-    import extrapolation_test
+    """perplexity.cached_vs_full: one token at a time through the cache = one forward."""
+    import perplexity
     import tiny_lm
     torch = pytest.importorskip("torch")
     model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, pos="rope"))
     ids = torch.randint(0, 20, (2 * 32 + 1,))
-    r = extrapolation_test.cached_vs_full(model, ids, 32, 2)
+    r = perplexity.cached_vs_full(model, ids, 32, 2)
     assert (r["length"], r["windows"]) == (32, 2)
     assert abs(r["difference"]) < 1e-4, f"cached decoding differs from the full forward by {r['difference']:.2e}"
     # dynamic, factor 1: plain RoPE while the length stays within original_max_len
     model.set_rope_scaling({"rope_type": "dynamic", "factor": 1.0, "original_max_len": 64})
-    r = extrapolation_test.cached_vs_full(model, ids, 32, 2)
+    r = perplexity.cached_vs_full(model, ids, 32, 2)
     assert abs(r["difference"]) < 1e-4, f"max diff {r['difference']:.2e} below original_max_len"
 
 

@@ -20,6 +20,8 @@ import torch
 
 import tiny_lm
 import train_compare as tcmp
+import train_state
+import training
 from eval_common import LOG_KEYS
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig, real_run_mismatch
@@ -281,16 +283,16 @@ def test_saving_the_state_changes_nothing_and_bf16_is_used(tmp_path):
     m0, ids, tc = tiny_setup()
     m1, _, _ = tiny_setup()
     m2, _, _ = tiny_setup()
-    h0 = tcmp.train(m0, ids, ids, tc)
+    h0 = training.train(m0, ids, ids, tc)
     state = tmp_path / "s.pt"
-    h1 = tcmp.train(m1, ids, ids, tc, run=tcmp.RunConfig(state_path=state, save_every=2, identity={"x": 1}))
+    h1 = training.train(m1, ids, ids, tc, run=tcmp.RunConfig(state_path=state, save_every=2, identity={"x": 1}))
     assert h0["train_loss"] == h1["train_loss"] and h0["val_loss"] == h1["val_loss"], (h0, h1)
     differ = [k for k, v in m0.state_dict().items() if not torch.equal(v, m1.state_dict()[k])]
     assert not differ, f"saving the state changed the training: {differ}"
     st = weights(state)
     assert st["step"] == 4 and st["identity"] == {"x": 1} and st["hist"]["step"] == [3], (st["step"], st["hist"])
     assert {"model", "optimizer", "gen", "rng_torch", "running"} <= st.keys(), st.keys()
-    h2 = tcmp.train(m2, ids, ids, tc, run=tcmp.RunConfig(amp="bf16"))
+    h2 = training.train(m2, ids, ids, tc, run=tcmp.RunConfig(amp="bf16"))
     gap = max(abs(a - b) for a, b in zip(h0["train_loss"], h2["train_loss"]))
     assert 0 < gap < 0.05, f"bf16 autocast vs float32 training loss gap {gap:.2e}: expected small but nonzero"
 
@@ -305,12 +307,12 @@ def test_continue_command_with_force_lists_what_is_left():
 
 def test_shards_partition_the_global_batch():
     x = torch.arange(8 * 3).view(8, 3)  # 8 windows
-    parts = [tcmp.shard(x, r, 4) for r in range(4)]
+    parts = [train_state.shard(x, r, 4) for r in range(4)]
     assert [p.shape for p in parts] == [(2, 3)] * 4, [p.shape for p in parts]
     rows = sorted(tuple(row.tolist()) for p in parts for row in p)
     assert rows == sorted(tuple(row.tolist()) for row in x), "the shards must be the batch's windows, each once"
     assert torch.equal(parts[1], x[[1, 5]]), parts[1]
-    assert tcmp.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
+    assert train_state.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
 
 
 # ----------------------------------------------------------------------------- what a real run is

@@ -1,0 +1,119 @@
+"""The tables in README.md and the docs/ pages. Each sits between the markers
+<!-- <name>-table:start --> and <!-- <name>-table:end --> of one page, and is written there by
+code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
+and the glance table and the copy family's table are computed from results/*.json of three
+scripts (glance_table, copy_family_table; sync_glance writes both). Only for the repository's own
+results/ (eval_common.is_repo_results), never for smoke runs or previews.
+
+extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
+copy_calibration.py sync_table. tests/test_readme.py checks that every page holds what these give.
+"""
+from pathlib import Path
+
+import row_names
+import tiny_lm
+from eval_common import GLANCE_ROWS, HERE, is_repo_results, read_json
+
+
+def sync_table(name: str, table_md: str, results: Path) -> None:
+    """Copy a table into the page (README.md or docs/*.md) that holds its markers
+    <!-- name-table:start --> ... <!-- name-table:end -->, so no page shows a number a script
+    did not write. Only for the repository's own results/ (never for smoke runs or previews)."""
+    if not is_repo_results(results):
+        return
+    start, end = f"<!-- {name}-table:start -->", f"<!-- {name}-table:end -->"
+    for page in [HERE / "README.md"] + sorted((HERE / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8") if page.exists() else ""
+        a, b = text.find(start), text.find(end)
+        if a >= 0 and b > a:
+            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip() + "\n" + text[b:])
+
+
+def glance_table(results: Path) -> str:
+    """The README's small table, computed from results/*.json by the rules stated under it.
+    The first six columns are the text-trained model's: breaks = ppl@4096 / ppl@256 > 1.2; uses
+    context beyond 200 characters = effective context >= 448; passkey = exact match >= 50% at every
+    d <= 200. The last two are its copy-trained twin's (<scheme>_copy, a separate model trained on
+    the copy curriculum), named in its own column: the same passkey at d <= 200 (the curriculum's
+    own format and distances) and at d = 512 (beyond the training window); "not measured" where a
+    row has no such measurement."""
+    ex = read_json(results / "extrapolation.json")
+    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
+    ret = {}
+    for r in read_json(results / "retrieval.json").get("rows", []):
+        ret.setdefault(r["variant"], {})[r["distance"]] = r["exact"]
+    rows = {r["variant"]: r for r in ex.get("rows", [])}
+    lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
+             "passkey at d <= 200? | copy-trained twin | twin's passkey, d <= 200 / d = 512 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in (n for n in GLANCE_ROWS if n in rows):
+        r = rows[name]
+        breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
+        c = ctx.get(name)
+        uses = "not measured" if c is None else ("yes" if c["effective_context"] >= 448 else "no") + \
+            f" ({c['effective_context']})"
+        copy = row_names.copy_counterpart(name)
+        own, twin = _passkey(ret.get(name, {})), ret.get(copy, {})
+        own = "not measured" if own is None else f"{_yes(own)} ({100 * own:.0f}%)"
+        near = _passkey(twin)
+        if near is None or 512 not in twin:
+            copy, retr = copy if copy in ret else "-", "not measured"
+        else:
+            retr = f"{_yes(near)} / {_yes(twin[512])} ({100 * near:.0f}% / {100 * twin[512]:.0f}%)"
+        lines.append(f"| {name} | {r['ppl_256']:.2f} | {r['ppl_4096']:.2f} | {breaks} | {uses} | {own} | {copy} | "
+                     f"{retr} |")
+    return "\n".join(lines) + "\n"
+
+
+def _passkey(at: dict):
+    """The worst exact match at d <= 200 of one row's {distance: exact}, or None if none was measured."""
+    near = [e for d, e in at.items() if d <= 200]
+    return min(near) if near else None
+
+
+def _yes(exact: float) -> str:
+    return "yes" if exact >= 0.5 else "no"
+
+
+def copy_family_table(results: Path) -> str:
+    """The copy family at a glance, from retrieval.json and extrapolation.json ("" without copy
+    rows): for each copy-trained row, its text perplexity beside its text-trained counterpart's,
+    and the passkey inside the training window (the worst cell at d <= 200) and beyond it."""
+    ex = read_json(results / "extrapolation.json").get("rows", [])
+    ppl = {r["variant"]: r.get(f"ppl_{r['train_len']}") for r in ex if "train_len" in r}
+    by = {}
+    for r in read_json(results / "retrieval.json").get("rows", []):
+        if r["family"] == "copy":
+            by.setdefault(r["variant"], {})[r["distance"]] = r
+    if not by:
+        return ""
+    ds = sorted({d for at in by.values() for d in at})
+    within, beyond = [d for d in ds if d <= 200], [d for d in ds if d > 200]
+    lines = ["| model | text ppl | its text-trained counterpart | exact match, worst at d <= 200 | per-character "
+             "accuracy, worst at d <= 200 | " + " | ".join(f"exact d={d}" for d in beyond) + " |",
+             "|" + "---|" * (5 + len(beyond))]
+    for name, at in by.items():
+        model = row_names.parse(name).plain_row  # a scaled or switched row: its checkpoint's ppl
+        twin = row_names.text_counterpart(name)  # irope_copy_notemp: irope
+        cells = [name, f"{ppl[model]:.2f}" if ppl.get(model) else "-",
+                 f"{twin} {ppl[twin]:.2f}" if ppl.get(twin) else "-"]
+        for key in ("exact", "per_char"):
+            d = min((d for d in within if d in at), key=lambda d: at[d][key], default=None)
+            cells.append("-" if d is None else f"{100 * at[d][key]:.0f}% (d={d})")
+        cells += [f"{100 * at[d]['exact']:.0f}%" if d in at else "-" for d in beyond]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "text ppl: perplexity per character on held-out text at the model's training length "
+              "(results/extrapolation.csv; '-': not measured); a scaled or switched row shows its checkpoint's. "
+              "The family's bar: at least 90% per character and 50% exact match at every d <= 200 "
+              "(results/retrieval.csv)."]
+    return "\n".join(lines) + "\n"
+
+
+def sync_glance(results: Path) -> None:
+    """Recompute the glance table and the copy family's table and write them into their pages
+    (repository results only)."""
+    if (Path(results) / "extrapolation.json").exists():
+        sync_table("glance", glance_table(Path(results)), results)
+    family = copy_family_table(Path(results))
+    if family:
+        sync_table("copy_family", family, results)

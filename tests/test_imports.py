@@ -1,0 +1,47 @@
+"""One home for each idea: no entry-point script imports another one, anywhere in its file
+(inside functions too), and no library module imports an entry point. What several scripts
+need (perplexity, long-context measures, the training loop, the README's tables, row names)
+lives in library modules that the scripts import."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = {"train_compare", "extrapolation_test", "long_context_test", "visualize_rope", "recipe_ablation",
+           "copy_calibration", "breakage_test", "benchmark"}
+
+
+def entry_points() -> set:
+    """Module names of the top-level files that define main(): the scripts one runs."""
+    return {p.stem for p in ROOT.glob("*.py")
+            if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body)}
+
+
+def imported(path: Path) -> set:
+    """The first component of every module the file imports, wherever the import statement is."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_the_rule_finds_the_scripts_and_the_imports_inside_functions():
+    assert SCRIPTS <= entry_points(), f"scripts without a main(): {sorted(SCRIPTS - entry_points())}"
+    assert "plots" in imported(ROOT / "extrapolation_test.py"), "an import inside a function was missed"
+
+
+def test_no_entry_point_imports_another():
+    scripts = entry_points()
+    bad = [f"{s}.py imports {m}" for s in sorted(scripts) for m in sorted(imported(ROOT / f"{s}.py") & scripts - {s})]
+    assert not bad, "move what is shared into a library module: " + "; ".join(bad)
+
+
+def test_no_library_module_imports_an_entry_point():
+    scripts = entry_points()
+    libraries = sorted(p for p in ROOT.glob("*.py") if p.stem not in scripts)
+    shared = {"perplexity", "long_context", "training", "tables", "row_names", "eval_common"}
+    assert shared <= {p.stem for p in libraries}, f"not library modules: {sorted(shared - {p.stem for p in libraries})}"
+    bad = [f"{p.name} imports {m}" for p in libraries for m in sorted(imported(p) & scripts)]
+    assert not bad, "a library module must not depend on a script: " + "; ".join(bad)
