@@ -7,9 +7,15 @@
    (a bias computed from the layer's input, with state in the KV cache; constant gates are ALiBi),
    attention sinks (extra logits; -inf sinks are no sinks), a scaled rotation with RoPE's options
    (xPos's shape: the layer's RoPE tables reach it, local and global ones).
+3. A toy scheme in a module of its own, registered by importing it, trained and scored by
+   train_compare.py and extrapolation_test.py with --quick, no other file edited.
 """
 import contextlib
 import hashlib
+import importlib
+import json
+import math
+import sys
 
 import pytest
 import torch
@@ -19,6 +25,7 @@ import torch.nn.functional as F
 import extrapolation_test
 import schemes
 import tiny_lm
+import train_compare
 import variants
 from schemes import Scheme
 from tiny_lm import GPTConfig, TinyLM
@@ -278,3 +285,68 @@ def test_rotation_with_rope_options_gets_each_layers_tables(variant):
         got = [(c.index, c.nope, c.window, c.rope) for c in CALLS]
         want = [(i, i in toy.nope_layers, toy.blocks[i].attn.window, toy.rope_of(i)) for i in range(KW["n_layer"])]
         assert got == want, f"{variant}: the hook got layers {got}, want {want}"
+
+
+# ============================================================================ 3. a scheme in its own module
+
+TOY_MODULE = '''"""A toy position scheme, registered on import: ALiBi with a learned slope per head
+(KERPLE's linear form)."""
+import torch
+import torch.nn as nn
+
+import schemes
+
+
+class LearnedSlopes(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.causal = cfg.causal
+        self.log_slope = nn.Parameter(torch.linspace(-1.0, -4.0, cfg.n_head))  # (H,)
+
+    def prepare(self, x, offset):
+        """-m_h |i - j| for queries offset .. offset+T-1 and keys 0 .. offset+T-1, -inf after the query if causal."""
+        T = x.shape[1]
+        i = torch.arange(offset, offset + T, device=x.device)[:, None]  # (T, 1)
+        j = torch.arange(offset + T, device=x.device)[None, :]          # (1, Tk)
+        bias = -self.log_slope.exp()[:, None, None] * (i - j).abs()     # (H, 1, 1) * (T, Tk) -> (H, T, Tk)
+        return bias.masked_fill(j > i, float("-inf")) if self.causal else bias
+
+    def score_bias(self, x, layer, offset, shared, past):
+        return (None if layer.nope else shared), None
+
+
+schemes.register(schemes.Scheme("toy_slopes", "score bias, learned slopes", __file__, build=LearnedSlopes,
+                                prepare=LearnedSlopes.prepare, score_bias=LearnedSlopes.score_bias))
+'''
+
+
+def test_a_scheme_in_its_own_module_trains_and_scores(tmp_path, monkeypatch):
+    """Importing a module that registers a scheme is all it takes: train_compare.py trains it as a variant of
+    its name and extrapolation_test.py scores it, its row reading "acts on" and core LoC from its entry."""
+    (tmp_path / "pos_toy_slopes.py").write_text(TOY_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ck, res = tmp_path / "ck", tmp_path / "res"
+    try:
+        importlib.import_module("pos_toy_slopes")
+        assert variants.VARIANTS["toy_slopes"] == {"pos": "toy_slopes"} and variants.COPY_OF["toy_slopes_copy"] == \
+            "toy_slopes", "importing the module should give the scheme its variants"
+        rc = train_compare.main(["--quick", "--variants", "toy_slopes", "--steps", "6", "--eval-every", "3",
+                                 "--seq-len", "32", "--out", str(ck), "--results", str(res)])
+        assert rc == 0 and (ck / "toy_slopes.pt").is_file(), f"train_compare exit {rc}"
+        ckpt = torch.load(ck / "toy_slopes.pt", weights_only=True)
+        slope = ckpt["model"]["toy_slopes.log_slope"]
+        assert not torch.equal(slope, torch.linspace(-1.0, -4.0, 2)), "the slopes did not train"
+        rc = extrapolation_test.main(["--quick", "--variants", "toy_slopes", "--ckpt-dir", str(ck), "--results",
+                                      str(res), "--lengths", "32,64", "--tokens", "128", "--scalings", ""])
+        assert rc == 0, f"extrapolation_test exit {rc}"
+        (row,) = json.loads((res / "extrapolation.json").read_text(encoding="utf-8"))["rows"]
+        assert (row["variant"], row["pos"], row["acts_on"], row["params_added"]) == \
+            ("toy_slopes", "toy_slopes", "score bias, learned slopes", 2), row
+        assert row["pos_file_loc"] == extrapolation_test.code_lines(tmp_path / "pos_toy_slopes.py") > 0, row
+        assert all(math.isfinite(row[f"ppl_{L}"]) for L in (32, 64)), row
+        assert (res / "ppl_vs_length.png").is_file(), "the headline figure should hold the new scheme"
+    finally:
+        if "toy_slopes" in schemes.REGISTRY:
+            schemes.unregister("toy_slopes")
+        sys.modules.pop("pos_toy_slopes", None)
+    assert "toy_slopes" not in variants.ALL_NAMES
