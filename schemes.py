@@ -40,7 +40,7 @@ What comes next, and the hook each would use (none needs a new branch in TinyLM.
     zeta^(m / gamma) on q and zeta^(-n / gamma) on k.
   * FoX (forgetting attention): score_bias from the layer's input: a forget gate f_t = sigmoid(w x_t
     + b) per head, bias_ij = sum_{l=j+1..i} log f_l; the cumulative sums of the past keys are its
-    state in the cache (tests/test_schemes.py trains a toy of this kind).
+    state in the cache (tests/test_schemes.py holds a toy of this kind).
   * attention sinks (gpt-oss): extra_logits, one learned logit per head and layer.
   * DroPE (positions dropped from a trained model): an entry with no hooks, like none; RoPE has no
     weights, so a rope checkpoint loads into it as it is, and the recalibration is a fine-tune.
@@ -49,7 +49,8 @@ An entry (Scheme) also says what the rest of the repository needs: the "acts on"
 file of the extrapolation table (core LoC), whether it takes RoPE's options, a fixed colour for
 the figures (plots.py: a scheme without one gets a spare colour by a hash of its name). Importing
 a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS (base and
-copy variant of the same name), the figures, the tables, benchmark.py and breakage_test.py.
+copy variant of the same name), the figures, the tables, breakage_test.py, and benchmark.py if it
+was registered before benchmark.py was imported.
 """
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional
