@@ -16,6 +16,12 @@ last w keys (sliding: Mistral, Gemma, Command R7B) or to the query's own chunk o
 than the window gives the same numbers as the full forward. Llama 4's attention temperature
 for its global NoPE layers is the pure function llama4_attn_temperature.
 
+Extra logits (`extra_logits=` in both functions; attention sinks, e.g. gpt-oss's one learned logit
+per head): n more columns join each query's softmax and are dropped after it, as keys whose
+values are 0, so the weights of the real keys sum to less than 1:
+
+    attn = softmax([ Q K^T / sqrt(d) + bias, masked | E ])[:, :Tk] V,     E: (B, H, Tq, n)
+
 Two implementations, same numbers (tests/test_attn.py proves it):
   * attn():      the formula written out, with every option (a boolean mask, the causal mask
                  applied on top of any bias, the attention weights for plots);
@@ -78,9 +84,11 @@ def llama4_attn_temperature(positions: torch.Tensor, floor_scale: int, attn_scal
     return torch.log1p(steps) * attn_scale + 1.0                   # (T,)
 
 
-def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False, window=0, window_kind="sliding"):
+def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False, window=0, window_kind="sliding",
+         extra_logits=None):
     """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)].
-    window=w > 0 (needs causal=True): window_mask of that kind instead of the causal mask."""
+    window=w > 0 (needs causal=True): window_mask of that kind instead of the causal mask.
+    extra_logits, broadcastable to (B, H, Tq, n): n columns in the softmax, dropped after it."""
     d = q.shape[-1]
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, H, Tq, D) @ (B, H, D, Tk) -> (B, H, Tq, Tk)
     if score_bias is not None:
@@ -93,12 +101,26 @@ def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False
         mask = keep if mask is None else (mask.bool() & keep)
     if mask is not None:
         scores = scores.masked_fill(~mask.bool(), float("-inf"))
+    if extra_logits is not None:  # [scores | E]: (B, H, Tq, Tk) beside (B, H, Tq, n) -> (B, H, Tq, Tk + n)
+        Tk = scores.shape[-1]
+        scores, extra = _beside(scores, extra_logits.to(scores.dtype))
+        weights = F.softmax(torch.cat((scores, extra), dim=-1), dim=-1)[..., :Tk]  # (B, H, Tq, Tk), rows sum < 1
+        out = weights @ v                              # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
+        return (out, weights) if return_weights else out
     weights = F.softmax(scores, dim=-1)                # (B, H, Tq, Tk), rows sum to 1
     out = weights @ v                                  # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
     return (out, weights) if return_weights else out
 
 
-def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, window_kind="sliding"):
+def _beside(scores, extra):
+    """scores (.., Tq, Tk) and extra logits broadcastable to (.., Tq, n), expanded to one leading shape."""
+    extra = extra[(None,) * (scores.dim() - extra.dim())]
+    lead = torch.broadcast_shapes(scores.shape[:-1], extra.shape[:-1])
+    return scores.expand(*lead, scores.shape[-1]), extra.expand(*lead, extra.shape[-1])
+
+
+def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, window_kind="sliding",
+              extra_logits=None):
     """attn() through torch's fused F.scaled_dot_product_attention: the path the model runs.
 
     Who hides the future keys when causal=True:
@@ -110,7 +132,10 @@ def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, win
     Causal with a bias, the queries go in chunks of q_chunk rows: rows a..b-1 see keys up to
     position Tk - Tq + b - 1 only, so later keys are never computed; each chunk's bias is a view.
     window=w > 0 (needs causal=True): local attention, in _windowed_sdpa.
+    extra_logits (attention sinks): in _sdpa_with_extra, one call with the whole mask.
     """
+    if extra_logits is not None:
+        return _sdpa_with_extra(q, k, v, score_bias, causal, window, window_kind, extra_logits)
     if window:
         return _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind)
     Tq, Tk = q.shape[-2], k.shape[-2]
@@ -166,6 +191,26 @@ def _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind):
         # (B, H, b-a, D) attending to (B, H, e-s, D) -> (B, H, b-a, D)
         outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., s:e, :], v[..., s:e, :], attn_mask=mask))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+def _sdpa_with_extra(q, k, v, score_bias, causal, window, window_kind, extra_logits):
+    """attn_sdpa with extra logits: n keys of zeros after the real ones, whose scores are then 0 plus
+    their logit from the float mask, and whose values are zeros. One (B?, H, Tq, Tk + n) mask, with the
+    causal or window mask in it: memory O(Tq Tk), no query chunks."""
+    if window and not causal:
+        raise ValueError("a local window narrows the causal mask; it needs causal=True")
+    Tq, Tk, n = q.shape[-2], k.shape[-2], extra_logits.shape[-1]
+    mask = q.new_zeros(Tq, Tk) if score_bias is None else score_bias.to(q.dtype)
+    mask = mask[(None,) * (q.dim() - mask.dim())]  # (Tq, Tk) or (H, Tq, Tk) -> 4-D
+    if causal:
+        keep = window_mask(Tq, Tk, window, window_kind, device=q.device) if window else \
+            causal_mask(Tq, Tk, device=q.device)  # (Tq, Tk)
+        mask = mask.masked_fill(~keep, float("-inf"))
+    mask, extra = _beside(mask, extra_logits.to(q.dtype))
+    zeros = q.new_zeros(*k.shape[:-2], n, k.shape[-1])  # (B, H, n, D)
+    # (B, H, Tq, D) attending to (B, H, Tk + n, D) with a (B?, H, Tq, Tk + n) float mask -> (B, H, Tq, D)
+    return F.scaled_dot_product_attention(q, torch.cat((k, zeros), dim=-2), torch.cat((v, zeros), dim=-2),
+                                          attn_mask=torch.cat((mask, extra), dim=-1))
 
 
 def _demo() -> None:

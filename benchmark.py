@@ -45,7 +45,7 @@ MiB = 2 ** 20
 @dataclass
 class BenchConfig:
     lengths: tuple = (512, 1024, 2048, 4096)
-    schemes: tuple = tiny_lm.SCHEMES
+    schemes: tuple = tuple(tiny_lm.SCHEMES)  # every scheme registered by import time
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
@@ -115,10 +115,13 @@ def forward_times(cfg: BenchConfig, device, bar) -> dict:
 # ----------------------------------------------------------------------------- memory
 
 def encoding_bytes(model: TinyLM, scheme: str, T: int) -> int:
-    """Bytes of the table or bias the scheme builds for T positions, from the tensors themselves."""
+    """Bytes of the table or bias the scheme builds for T positions, from the tensors themselves: what its
+    input_rows and prepare hooks return, and the cos/sin tables of a scheme that takes RoPE's options."""
+    entry, module, x = model.scheme, model.pos_module, torch.zeros(1, T, model.cfg.n_embd)
     with torch.no_grad():
-        built = {"none": lambda: [], "learned": lambda: [model.learned(T)], "sin": lambda: [model.sin(T)],
-                 "rope": lambda: list(model.rope.cos_sin(T)), "alibi": lambda: [model.alibi(T, T)]}[scheme]()
+        built = [] if entry.input_rows is None else [entry.input_rows(module, T, 0)]
+        built += [] if entry.prepare is None else [entry.prepare(module, x, 0)]
+        built += [] if model.rope is None else list(model.rope.cos_sin(T))
     return sum(t.numel() * t.element_size() for t in built)
 
 

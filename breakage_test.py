@@ -48,7 +48,7 @@ class BreakConfig:
     wo_names: int = 12
     wo_verbs: int = 6
     wo_heldout_rings: int = 1        # each ring holds out N unordered name pairs, every name in 2 of them
-    wo_schemes: tuple = ("none", "rope", "learned", "sin", "alibi")
+    wo_schemes: tuple = field(default_factory=lambda: tuple(tiny_lm.SCHEMES))  # every registered scheme
     wo_n_layer: int = 2
     wo_n_head: int = 4
     wo_n_embd: int = 32

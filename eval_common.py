@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 import pos_rope
 import row_names
+import schemes
 import tiny_lm
 from tiny_lm import CheckpointError, CorpusError
 from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
@@ -317,7 +318,6 @@ def is_repo_results(results: Path) -> bool:
     return Path(results).resolve() == (HERE / "results").resolve()
 
 
-# ----------------------------------------------------------------------------- the README's glance table
 
-# the rows of the README's glance table (tables.glance_table)
-GLANCE_ROWS = ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_yarn")
+# the rows of the README's glance table after every registered scheme's (tables.glance_table)
+GLANCE_ROWS = ("rope+yarn", "rope_ft_yarn")

@@ -57,6 +57,7 @@ import torch
 from tqdm import tqdm
 
 import row_names
+import schemes
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
@@ -66,10 +67,6 @@ from perplexity import cached_vs_full, evaluate
 from tables import sync_glance, sync_table
 from variants import FINETUNES, PRESETS, VARIANTS
 
-POS_FILE = {"none": None, "learned": "pos_learned.py", "sin": "pos_sin.py", "rope": "pos_rope.py",
-            "alibi": "pos_alibi.py"}
-ACTS_ON = {"none": "nothing (NoPE)", "learned": "input embedding", "sin": "input embedding",
-           "rope": "Q/K rotation", "alibi": "score bias"}
 HERE = Path(__file__).resolve().parent
 
 
@@ -100,8 +97,10 @@ def code_lines(path: Path) -> int:
 
 
 def core_loc(pos: str) -> int:
-    """code_lines of a scheme's pos file (0 for NoPE): it describes the code, so tables take it at redraw."""
-    return code_lines(HERE / POS_FILE[pos]) if POS_FILE[pos] else 0
+    """code_lines of a scheme's pos file (its registry entry's; 0 for NoPE): it describes the code, so tables
+    take it at redraw."""
+    pos_file = schemes.get(pos).pos_file
+    return code_lines(HERE / pos_file) if pos_file else 0
 
 
 def clamp_learned_rows(model, L_train: int) -> None:
@@ -209,10 +208,10 @@ def score_row(job, data, s, args, make):
     train_loss = ck["losses"]["train_loss"][-1] if ck["losses"].get("train_loss") else float("nan")
     base = cfg.pos
     out = {"variant": row, "pos": base, "scaling": kind, "scaling_factor": factor, "train_len": L_train,
-           "rope_theta": cfg.rope_theta if base == "rope" else None, "train_ppl": math.exp(train_loss),
+           "rope_theta": cfg.rope_theta if schemes.get(base).rope_options else None, "train_ppl": math.exp(train_loss),
            **{f"ppl_{L}": math.exp(losses[L]) for L in lengths},
            "untrained_from": L_train if base == "learned" and scaling != "clamp" else None,
-           "pos_file_loc": core_loc(base), "acts_on": ACTS_ON[base],
+           "pos_file_loc": core_loc(base), "acts_on": schemes.get(base).acts_on,
            "params_added": model.num_params(pos_only=True),
            "params_trained_pos": (L_train * cfg.n_embd) if base == "learned" else 0,
            "train_tokens": ck["extra"].get("tokens"), "finetune": ck["extra"].get("variant") in FINETUNES,

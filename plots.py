@@ -35,14 +35,19 @@ import zlib
 from pathlib import Path
 
 import row_names
+import schemes
 
-SCHEMES = ("none", "learned", "sin", "rope", "alibi")
-HEADLINE = SCHEMES + ("rope+yarn", "rope_ft_yarn")  # the lines of the headline figure
+SCHEMES = schemes.REGISTRY.keys()  # every registered scheme (a live view: later registrations too)
+
+
+def headline() -> tuple:
+    """The lines of the headline figure: the schemes, RoPE + YaRN without training, RoPE fine-tuned with YaRN."""
+    return (*SCHEMES, "rope+yarn", "rope_ft_yarn")
+
+
 MAX_LINES = 8  # a panel holds at most this many data lines (STYLE.md, point 15)
 
-COLOURS = {
-    # the five schemes
-    "none": "#222222", "learned": "#ff7f0e", "sin": "#2ca02c", "rope": "#1f77b4", "alibi": "#d62728",
+COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme.colour)
     # training-free RoPE scalings
     "linear": "#e377c2", "ntk": "#17becf", "ntk(4s)": "#0b6e79", "ntk(16s)": "#74c476", "dynamic": "#bcbd22",
     "yarn": "#9467bd", "llama3": "#e6ab02", "longrope": "#a6761d",
@@ -53,8 +58,8 @@ COLOURS = {
     "rope_p75": "#7b4173", "irope": "#3b9c9c", "irope_global": "#9edae5", "gemma_hybrid": "#c49c94",
     "irope_notemp": "#2f4f4f",
 }
-# names this table does not know get one of these by a hash of the name, so a new variant still
-# draws; check_distinct catches the rare clash (then add the name to COLOURS).
+# names neither this table nor the registry knows get one of these by a hash of the name, so a new
+# variant or scheme still draws; check_distinct catches the rare clash (then give it a fixed colour).
 SPARE = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 DASHES = {
     "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
@@ -91,7 +96,8 @@ def style(name: str) -> dict:
 
 
 def _colour(key: str) -> str:
-    return COLOURS.get(key) or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
+    fixed = COLOURS.get(key) or (schemes.REGISTRY[key].colour if key in schemes.REGISTRY else None)
+    return fixed or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
 
 
 def _lighter(hex_colour: str, f: float = 0.45) -> str:
@@ -289,7 +295,7 @@ def ppl_vs_length(path, rows, lengths) -> None:
     training and RoPE fine-tuned with YaRN (whichever exist in rows), labelled at their ends."""
     plt = _plt()
     train_len = rows[0]["train_len"]
-    pick = [r for r in rows if r["variant"] in HEADLINE]
+    pick = [r for r in rows if r["variant"] in headline()]
     fig, ax = plt.subplots(figsize=(10, 5.6))
     values = [r[f"ppl_{L}"] for r in pick for L in lengths]
     ends = []
@@ -359,7 +365,7 @@ def loss_vs_position(path, rows, curves, lengths) -> None:
     import numpy as np
     plt = _plt()
     train_len, L = rows[0]["train_len"], lengths[-1]
-    names = [r["variant"] for r in rows if r["variant"] in HEADLINE and r["variant"] in curves]
+    names = [r["variant"] for r in rows if r["variant"] in headline() and r["variant"] in curves]
     edges = np.unique(np.logspace(0, math.log10(L), 60).astype(int).clip(1, L)).tolist()  # log-spaced bins
     xs = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
@@ -459,7 +465,7 @@ CONTEXT_PANELS = [("the five schemes", "five", ()),
                   ("hybrid layer layouts", "hybrid", ("rope",))]
 
 
-CONTEXT_HEADLINE = HEADLINE + ("irope",)  # at most MAX_LINES: the schemes, YaRN, its fine-tune, a hybrid
+CONTEXT_EXTRA = ("irope",)  # beside headline(), at most MAX_LINES: the schemes, YaRN, its fine-tune, a hybrid
 
 
 def _context_axes(ax, cs, target, train_lens) -> None:
@@ -476,11 +482,11 @@ def _context_axes(ax, cs, target, train_lens) -> None:
 
 def context_use(path, rows, meta) -> None:
     """The headline of context use: loss on the same targets as the context before them grows, for
-    at most MAX_LINES rows (CONTEXT_HEADLINE), titled with the largest effective context of any row
-    (its one message); every row, in panels, goes to context_use_all.png beside it."""
+    at most MAX_LINES rows (headline() and CONTEXT_EXTRA), titled with the largest effective context of any
+    row (its one message); every row, in panels, goes to context_use_all.png beside it."""
     plt = _plt()
     cs, target, train_len = meta["contexts"], meta["target_len"], meta["train_len"]
-    pick = [r for r in rows if r["variant"] in CONTEXT_HEADLINE]
+    pick = [r for r in rows if r["variant"] in (*headline(), *CONTEXT_EXTRA)]
     fig, ax = plt.subplots(figsize=(10, 5.6))
     ends = []
     for r in pick:

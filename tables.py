@@ -11,6 +11,7 @@ copy_calibration.py sync_table. tests/test_readme.py checks that every page hold
 from pathlib import Path
 
 import row_names
+import schemes
 import tiny_lm
 from eval_common import GLANCE_ROWS, HERE, is_repo_results, read_json
 
@@ -46,7 +47,7 @@ def glance_table(results: Path) -> str:
     lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
              "passkey at d <= 200? | copy-trained twin | twin's passkey, d <= 200 / d = 512 |",
              "|---|---|---|---|---|---|---|---|"]
-    for name in (n for n in GLANCE_ROWS if n in rows):
+    for name in (n for n in (*schemes.names(), *GLANCE_ROWS) if n in rows):
         r = rows[name]
         breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
         c = ctx.get(name)

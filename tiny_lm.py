@@ -5,7 +5,8 @@ pre-LayerNorm blocks (x + attn(LN(x)), x + MLP(LN(x))), a final LayerNorm and a 
 head (optionally tied to the token embedding). Shapes: (B, T) ids, (B, T, C) activations,
 (B, H, T, D) inside attention, C = H * D.
 
-GPTConfig.pos picks where position information enters (tutorial sections 方案 A-D):
+GPTConfig.pos picks where position information enters (tutorial sections 方案 A-D), one of the
+schemes registered in schemes.py; the model calls the scheme's hooks and never its name:
     none     NoPE: nothing; only the causal mask carries order (破坏实验 1)
     learned  + P[t]              at the input        (pos_learned.py)
     sin      + PE(t)             at the input        (pos_sin.py)
@@ -41,13 +42,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import schemes
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
-from pos_alibi import ALiBi
-from pos_learned import LearnedPositionalEmbedding
 from pos_rope import ScaledRotaryEmbedding, rotary_dim
-from pos_sin import SinusoidalPositionalEncoding
+from schemes import Layer
 
-SCHEMES = ("none", "learned", "sin", "rope", "alibi")
+SCHEMES = schemes.REGISTRY  # name -> schemes.Scheme, every registered scheme (a later registration included)
 
 
 class CorpusError(ValueError):
@@ -93,23 +93,28 @@ class GPTConfig:
     resid_init: str = "scaled"      # "scaled": residual projections std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02
 
     def __post_init__(self):
-        if self.pos not in SCHEMES:
-            raise ValueError(f"unknown position scheme {self.pos!r}; choose one of {', '.join(SCHEMES)}")
+        scheme = schemes.get(self.pos)  # unknown: one line naming the registered schemes
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         if self.qkv_init not in ("unit", "gpt2") or self.resid_init not in ("scaled", "plain"):
             raise ValueError(f"qkv_init must be 'unit' or 'gpt2' and resid_init 'scaled' or 'plain', "
                              f"got {self.qkv_init!r} and {self.resid_init!r}")
-        if self.pos == "rope":
+        if scheme.rope_options:
             rotary_dim(self.n_embd // self.n_head, self.partial_rotary_factor, self.rope_p)  # raises if unusable
         elif (self.partial_rotary_factor, self.rope_p) != (1.0, 1.0):
-            raise ValueError(f"partial_rotary_factor and rope_p shape RoPE, but pos={self.pos!r}; use pos='rope'")
+            raise ValueError(f"partial_rotary_factor and rope_p shape RoPE, but pos={self.pos!r}; use pos={_rope_names()}")
         k = self.nope_every
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= self.n_layer:
             raise ValueError(f"nope_every must be an int from 0 (off) to n_layer={self.n_layer}, got {k!r}")
-        if k and self.pos not in ("rope", "alibi"):
-            raise ValueError(f"nope_every removes positions inside attention (rope, alibi), but pos={self.pos!r}")
+        if k and not scheme.in_attention:
+            inside = ", ".join(n for n, e in schemes.REGISTRY.items() if e.in_attention)
+            raise ValueError(f"nope_every removes positions inside attention ({inside}), but pos={self.pos!r}")
         self._check_layout()
+
+    @property
+    def emb_std(self) -> float:
+        """The init std of a token vector (and a learned position row): C^-0.5 with emb_scale, else GPT-2's 0.02."""
+        return self.n_embd ** -0.5 if self.emb_scale else 0.02
 
     def _check_layout(self):
         """The window, the global layers and the temperature: one-line errors, before a model is built."""
@@ -126,9 +131,9 @@ class GPTConfig:
             raise ValueError(f"global_every={g} picks the global layers among local ones, but attn_window=0 "
                              f"makes every layer global; set attn_window")
         if (self.global_rope_theta, self.global_rope_p) != (None, None):
-            if self.pos != "rope" or not g:
+            if not schemes.get(self.pos).rope_options or not g:
                 raise ValueError(f"global_rope_theta and global_rope_p set the RoPE of the global layers; they need "
-                                 f"pos='rope' and global_every > 0, got pos={self.pos!r}, global_every={g}")
+                                 f"pos={_rope_names()} and global_every > 0, got pos={self.pos!r}, global_every={g}")
             theta, p = self.global_rope_theta, self.global_rope_p
             if theta is not None and (isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta <= 0):
                 raise ValueError(f"global_rope_theta must be a number > 0 or None, got {theta!r}")
@@ -144,6 +149,11 @@ class GPTConfig:
                              "leaves none; set nope_every")
 
 
+def _rope_names() -> str:
+    """The schemes that take RoPE's options, for an error message: 'rope' (or 'rope' or 'xpos' ...)."""
+    return " or ".join(repr(n) for n, e in schemes.REGISTRY.items() if e.rope_options)
+
+
 def layer_roles(cfg: GPTConfig) -> tuple:
     """(nope_layers, local_layers): 0-based indices. Counting from 1, layers k, 2k, ... of nope_every = k
     have no positions; with attn_window > 0 every layer is local except layers g, 2g, ... of
@@ -152,6 +162,14 @@ def layer_roles(cfg: GPTConfig) -> tuple:
         return tuple(i for i in range(cfg.n_layer) if k and (i + 1) % k == 0)
     glob = every(cfg.global_every)
     return every(cfg.nope_every), tuple(i for i in range(cfg.n_layer) if cfg.attn_window and i not in glob)
+
+
+class LayerCache(NamedTuple):
+    """One layer's KV cache: keys and values (B, H, Tk, D), as they were written (rotated), and the state
+    the position scheme's score_bias keeps for the next call (None for the built-in schemes)."""
+    k: torch.Tensor
+    v: torch.Tensor
+    state: object = None
 
 
 class Attention(nn.Module):
@@ -171,21 +189,28 @@ class Attention(nn.Module):
         # (B, T, C) -> (B, T, H, D) -> (B, H, T, D)
         return tuple(t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
 
-    def forward(self, x, rope=None, offset=0, bias=None, kv=None, q_scale=None):
-        """x (B, T, C) -> (out (B, T, C), (k, v) each (B, H, Tk, D)). bias: ALiBi's, causal mask included.
-        q_scale (T,): a factor on each query (Llama 4's temperature tuning), or None."""
+    def forward(self, x, scheme=None, module=None, layer=None, offset=0, shared=None, kv=None, q_scale=None):
+        """x (B, T, C) -> (out (B, T, C), LayerCache). scheme: the model's schemes.Scheme (None: no positions),
+        module: its module, layer: this layer's schemes.Layer, shared: what scheme.prepare built for this
+        forward, kv: this layer's LayerCache or None. q_scale (T,): a factor on each query (Llama 4's
+        temperature tuning), or None."""
         B, T, C = x.shape
+        scheme = scheme or schemes.get("none")
         q, k, v = self.split_heads(x)
-        if rope is not None:  # RoPE: rotate q and k (never v) by their absolute positions
-            q, k = rope(q, k, offset=offset)
+        if scheme.rotate_qk is not None:  # RoPE and its relatives: turn q and k (never v)
+            q, k = scheme.rotate_qk(module, q, k, offset, layer)
         if q_scale is not None:
             q = q * q_scale[:, None].to(q.dtype)  # (B, H, T, D) * (T, 1)
+        bias, state = None, None
+        if scheme.score_bias is not None:  # broadcasts to (B, H, T, Tk); -inf on the hidden keys when causal
+            bias, state = scheme.score_bias(module, x, layer, offset, shared, None if kv is None else kv.state)
+        extra = None if scheme.extra_logits is None else scheme.extra_logits(module, q, layer)  # (B?, H, T, n)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
-            k, v = torch.cat((kv[0], k), dim=2), torch.cat((kv[1], v), dim=2)  # (B, H, Tpast+T, D)
+            k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
         y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window,
-                      window_kind=self.window_kind)  # (B, H, T, D)
+                      window_kind=self.window_kind, extra_logits=extra)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
-        return self.out(y), (k, v)
+        return self.out(y), LayerCache(k, v, state)
 
 
 class MLP(nn.Module):
@@ -216,7 +241,7 @@ class Block(nn.Module):
 
 class LMOutput(NamedTuple):
     """What TinyLM.forward returns, always: logits (B, T, V); loss (scalar, None without
-    targets); cache, one (k, v) pair of (B, H, Tk, D) per layer, for cached decoding."""
+    targets); cache, one LayerCache (k, v of (B, H, Tk, D), the scheme's state) per layer, for cached decoding."""
     logits: torch.Tensor
     loss: Optional[torch.Tensor]
     cache: list
@@ -226,20 +251,20 @@ class TinyLM(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.cfg = cfg
-        C, H = cfg.n_embd, cfg.n_head
+        C = cfg.n_embd
+        self.scheme = schemes.get(cfg.pos)  # its registry entry: the hooks forward calls
         self.tok_emb = nn.Embedding(cfg.vocab_size, C)
-        # Learned rows are stored and scaled like the token table (see forward), so the two
-        # learn at the same rate; rows never trained keep exactly their random start.
-        emb_std = C ** -0.5 if cfg.emb_scale else 0.02
-        self.learned = LearnedPositionalEmbedding(cfg.max_len, C, init_std=emb_std) if cfg.pos == "learned" else None
-        self.sin = SinusoidalPositionalEncoding(C) if cfg.pos == "sin" else None
-        # RoPE tables (no parameters): self.rope for every RoPE layer, or for the local ones when the
-        # global layers have their own base or p (self.global_rope, Gemma 3/4).
-        self.rope = self._rope(cfg.rope_scaling) if cfg.pos == "rope" else None
+        # The scheme's module, kept as model.<scheme name> (a learned table: learned.table.weight); built
+        # here, before the blocks, so that its initial values use the same random numbers as always.
+        module = None if self.scheme.build is None else self.scheme.build(cfg)
+        if module is not None:
+            self.add_module(cfg.pos, module)
+        # RoPE tables (no parameters) of a scheme that takes RoPE's options: self.rope for every RoPE
+        # layer, or for the local ones when the global layers have their own base or p (self.global_rope,
+        # Gemma 3/4). The scheme's rotate_qk gets the layer's table (rope_of) in its schemes.Layer.
+        self.rope = self._rope(cfg.rope_scaling) if self.scheme.rope_options else None
         own_global = (cfg.global_rope_theta, cfg.global_rope_p) != (None, None)
         self.global_rope = self._rope(cfg.rope_scaling, global_layers=True) if own_global else None
-        # Causal: -m(i - j) with -inf on later keys (the bias is the causal mask); else -m|i - j|.
-        self.alibi = ALiBi(H, symmetric=not cfg.causal, causal=cfg.causal) if cfg.pos == "alibi" else None
         # nope_layers attend without positions; local_layers within cfg.attn_window (no parameters either)
         self.nope_layers, self.local_layers = layer_roles(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cfg.attn_window if i in self.local_layers else 0)
@@ -247,7 +272,7 @@ class TinyLM(nn.Module):
         self.ln_f = nn.LayerNorm(C)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
         self.apply(self._init)
-        nn.init.normal_(self.tok_emb.weight, 0.0, emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
+        nn.init.normal_(self.tok_emb.weight, 0.0, cfg.emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
         for blk in self.blocks:  # q and k at unit scale: attention can leave "uniform" quickly
             nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5 if cfg.qkv_init == "unit" else 0.02)
         resid_std = 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02
@@ -256,6 +281,13 @@ class TinyLM(nn.Module):
             nn.init.normal_(blk.mlp.proj.weight, 0.0, resid_std)
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
+        if module is not None and self.pos_module is not module:
+            raise ValueError(f"scheme {cfg.pos!r} shares its name with an attribute of TinyLM; rename the scheme")
+
+    @property
+    def pos_module(self):
+        """The scheme's module, model.<scheme name> (for rope: the RoPE tables), or None."""
+        return self._modules.get(self.cfg.pos)
 
     def _rope(self, scaling: dict = None, global_layers: bool = False) -> ScaledRotaryEmbedding:
         """The RoPE tables of every RoPE layer, or with global_layers=True those of global_rope_theta/_p."""
@@ -283,26 +315,28 @@ class TinyLM(nn.Module):
     def forward(self, idx, targets=None, cache=None) -> LMOutput:
         """idx (B, T) -> LMOutput(logits (B, T, V), loss or None, cache). `cache`: per-layer (k, v) of the past."""
         B, T = idx.shape
-        offset = 0 if cache is None else cache[0][0].shape[2]  # tokens already seen
+        offset = 0 if cache is None else cache[0].k.shape[2]  # tokens already seen
+        scheme, module = self.scheme, self.pos_module
         # Vaswani et al. 3.4: embeddings times sqrt(C), so tokens and the sinusoidal PE are on one
         # scale when added. The tied head uses the unscaled table, so its logits start small.
         x = self.tok_emb(idx)  # (B, T, C)
-        if self.learned is not None:  # a learned row is stored and scaled like a token vector
-            x = x + self.learned(T, offset)  # (B, T, C) + (T, C)
+        if scheme.input_rows is not None and scheme.input_before_scale:  # learned: stored and scaled like a token
+            x = x + scheme.input_rows(module, T, offset)  # (B, T, C) + (T, C)
         if self.cfg.emb_scale:
             x = x * math.sqrt(self.cfg.n_embd)
-        if self.sin is not None:
-            x = x + self.sin(T, offset).to(x.dtype)
-        # ALiBi's (H, T, Tk) bias: built once per forward, shared by every layer.
-        bias = None if self.alibi is None else self.alibi(T, offset + T).to(x.dtype)
+        if scheme.input_rows is not None and not scheme.input_before_scale:  # sinusoidal: on the scaled tokens
+            x = x + scheme.input_rows(module, T, offset).to(x.dtype)  # (B, T, C) + (T, C)
+        # Work every layer shares, once per forward (ALiBi's (H, T, Tk) bias).
+        shared = None if scheme.prepare is None else scheme.prepare(module, x, offset)
         temp = None  # Llama 4's temperature on the NoPE layers' queries, (T,), for positions offset .. offset+T-1
         if self.cfg.attn_temperature_tuning and self.nope_layers:
             pos = torch.arange(offset, offset + T, device=idx.device)
             temp = llama4_attn_temperature(pos, self.cfg.temperature_floor, self.cfg.temperature_slope)
         new_cache = []
         for i, block in enumerate(self.blocks):
-            nope = i in self.nope_layers  # no rotation and no ALiBi bias (the causal mask stays)
-            x, kv = block(x, rope=self.rope_of(i), offset=offset, bias=None if nope else bias,
+            nope = i in self.nope_layers  # the scheme leaves it without positions (the causal mask stays)
+            layer = Layer(i, nope, block.attn.window, self.rope_of(i))
+            x, kv = block(x, scheme=scheme, module=module, layer=layer, offset=offset, shared=shared,
                           q_scale=temp if nope else None, kv=None if cache is None else cache[i])
             new_cache.append(kv)
         logits = self.head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
@@ -347,7 +381,7 @@ class TinyLM(nn.Module):
         self.cfg.rope_scaling = scaling
 
     def num_params(self, pos_only: bool = False) -> int:
-        mods = [self.learned] if pos_only else [self]
+        mods = [self.pos_module] if pos_only else [self]
         return sum(p.numel() for m in mods if m is not None for p in m.parameters())
 
 

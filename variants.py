@@ -18,16 +18,14 @@ from pathlib import Path
 import torch
 
 import row_names
+import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 
 # name -> GPTConfig overrides (base variants) or a fine-tune recipe (parent + scaling).
-VARIANTS = {
-    "none": {"pos": "none"},
-    "learned": {"pos": "learned"},
-    "sin": {"pos": "sin"},
-    "rope": {"pos": "rope"},
-    "alibi": {"pos": "alibi"},
+# Every registered scheme (schemes.py) is the base variant of its own name, every other field at its default.
+VARIANTS = {name: {"pos": name} for name in schemes.names()}
+VARIANTS.update({
     "rope_theta10": {"pos": "rope", "rope_theta": 10.0},
     "rope_theta1e6": {"pos": "rope", "rope_theta": 1e6},
     # What 2024-2026 models ship (docs/current_models.md):
@@ -57,11 +55,11 @@ VARIANTS = {
     #   we already have (rope_p, rope_theta).
     "gemma_hybrid": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4,
                      "global_rope_theta": 1e6, "global_rope_p": 0.25},
-}
+})
 # The copy family: the same models trained on the copy curriculum (copy_mixture.curriculum_windows,
 # COPY_RECIPE) for COPY_STEPS steps instead of TrainConfig.steps, so that copying pays during
 # training (docs/long_context.md). A separate command: train_compare.py --variants copy.
-COPY_OF = {f"{s}_copy": s for s in ("none", "learned", "sin", "rope", "alibi", "irope")}
+COPY_OF = {f"{s}_copy": s for s in (*schemes.names(), "irope")}  # every scheme, and irope
 # The fair control of Llama 4's temperature: irope_copy trained with the tuning off (irope_copy was
 # trained with it on, so its "(no temp)" row switches off a factor the weights were trained with).
 COPY_OF["irope_copy_notemp"] = "irope"
@@ -85,6 +83,25 @@ FINETUNES = {"rope_ft_linear": _ft("rope", "linear"), "rope_ft_yarn": _ft("rope"
              "rope_copy_ft_yarn": _ft("rope_copy", "yarn"), "rope_copy_ft_none": _ft("rope_copy"),
              "alibi_copy_ft": _ft("alibi_copy")}
 ALL_NAMES = list(VARIANTS) + list(FINETUNES)
+
+
+def _follow_registry() -> None:
+    """A scheme registered after this import (a module imported later, a test's toy) gets its two
+    variants, <name> and <name>_copy, at the end of ALL_NAMES; one taken out again loses them."""
+    for name in schemes.names():
+        for v in (name, f"{name}_copy"):
+            if v not in VARIANTS:
+                VARIANTS[v] = {"pos": name}
+                ALL_NAMES.append(v)
+        COPY_OF.setdefault(f"{name}_copy", name)
+    for v in [v for v, over in VARIANTS.items() if over.get("pos") not in schemes.REGISTRY]:
+        del VARIANTS[v]
+        ALL_NAMES.remove(v)
+        COPY_OF.pop(v, None)
+
+
+schemes.on_change(_follow_registry)
+
 DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn",
                     "rope_ft_none", "alibi_ft"]
 # --variants accepts these names for the extra commands of the README.

@@ -181,6 +181,50 @@ def test_return_weights_without_mask_are_softmax():
     assert err < TOL64, f"weights vs softmax(qk^T/sqrt d) max diff {err:.2e}"
 
 
+# ----------------------------------------------------------------------------- extra logits (attention sinks)
+
+# (name, Tq, Tk, causal, window, bias?, shape of the extra logits)
+EXTRA_CASES = [
+    ("one_per_head", 5, 5, False, 0, False, (H, 1, 1)),
+    ("causal_bias", 6, 6, True, 0, True, (H, 1, 1)),
+    ("cached_two_per_query", 3, 7, True, 0, False, (B, H, 3, 2)),
+    ("sliding_window", 7, 7, True, 3, True, (1, H, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("name,Tq,Tk,causal,window,with_bias,shape", EXTRA_CASES, ids=[c[0] for c in EXTRA_CASES])
+def test_extra_logits_join_the_softmax_and_are_dropped(name, Tq, Tk, causal, window, with_bias, shape):
+    """attn(extra_logits=E) == attn_sdpa(extra_logits=E) == the definition written out with loops:
+    w_ij = exp(s_ij) / (sum_j' exp(s_ij') + sum_e exp(E_ie)) over the visible keys, out_i = sum_j w_ij v_j."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen) if with_bias else None
+    extra = torch.randn(*shape, dtype=torch.float64, generator=gen)
+    keep = keep_bottom_right(Tq, Tk) if causal else torch.ones(Tq, Tk, dtype=torch.bool)
+    if window:  # sliding: the query at absolute position Tk - Tq + i sees its last `window` keys
+        keep &= torch.tensor([[j > Tk - Tq + i - window for j in range(Tk)] for i in range(Tq)])
+    if causal and bias is not None:  # attn_sdpa's contract: a causal bias carries the mask
+        bias = bias.masked_fill(~keep, float("-inf"))
+    want = torch.zeros(B, H, Tq, D, dtype=torch.float64)
+    E = extra.expand(B, H, Tq, shape[-1])
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                s = [(q[b, h, i] @ k[b, h, j]).item() / math.sqrt(D) + (0.0 if bias is None else bias[h, i, j].item())
+                     for j in range(Tk)]
+                e = [math.exp(s[j]) if keep[i, j] else 0.0 for j in range(Tk)]
+                total = sum(e) + sum(math.exp(x) for x in E[b, h, i].tolist())
+                want[b, h, i] = sum(e[j] / total * v[b, h, j] for j in range(Tk))
+    kw = dict(score_bias=bias, causal=causal, window=window, extra_logits=extra)
+    err = max(max_diff(attn(q, k, v, **kw), want), max_diff(attn_sdpa(q, k, v, **kw), want))
+    assert err < TOL64, f"{name}: attn / attn_sdpa with extra logits vs the written-out definition, max diff {err:.2e}"
+    no_extra = dict(kw, extra_logits=torch.full(shape, float("-inf"), dtype=torch.float64))
+    err = max_diff(attn_sdpa(q, k, v, **no_extra), attn_sdpa(q, k, v, **dict(kw, extra_logits=None)))
+    assert err < TOL64, f"{name}: extra logits of -inf should change nothing, max diff {err:.2e}"
+    _, w = attn(q, k, v, return_weights=True, **kw)
+    assert (w.sum(-1) < 1).all(), f"{name}: with extra logits the real keys' weights should sum to less than 1"
+
+
 # ----------------------------------------------------------------------------- permutation
 
 T, NH, HD = 6, 2, 8          # tokens, heads, head dim

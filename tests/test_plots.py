@@ -86,7 +86,7 @@ def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
     _draw("ppl_vs_length", tmp_path / "h.png")
     (ax,) = checked[0].axes
     labels = [ln.get_label() for ln in _data_lines(ax)]
-    present = {r["variant"] for r in _json("extrapolation.json")["rows"]} & set(plots.HEADLINE)
+    present = {r["variant"] for r in _json("extrapolation.json")["rows"]} & set(plots.headline())
     assert len(labels) <= 8 and set(labels) == present, labels
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     assert ticks and all(t.replace(".", "").isdigit() for t in ticks), f"y ticks should read as plain numbers: {ticks}"

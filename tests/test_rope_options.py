@@ -229,7 +229,7 @@ def test_options_survive_a_cast_to_bfloat16():
 # ============================================================================ NoPE layers (nope_every)
 
 def test_attention_without_positions_is_permutation_equivariant():
-    """Attention(x) with rope=None and no mask: permuting the tokens permutes the output; with RoPE it does not."""
+    """Attention(x) without a scheme and no mask: permuting the tokens permutes the output; with RoPE it does not."""
     torch.manual_seed(0)
     attn = Attention(GPTConfig(**{**SMALL, "causal": False})).double()
     x = torch.randn(2, 12, 32, dtype=torch.float64)
@@ -237,8 +237,8 @@ def test_attention_without_positions_is_permutation_equivariant():
     out = attn(x)[0]
     err = max_diff(attn(x[:, perm])[0], out[:, perm])
     assert err < 1e-12, f"NoPE attention: out(x[perm]) vs out(x)[perm], max diff {err:.2e}"
-    rope = RotaryEmbedding(16)
-    err = max_diff(attn(x[:, perm], rope=rope)[0], attn(x, rope=rope)[0][:, perm])
+    kw = {"scheme": tiny_lm.SCHEMES["rope"], "layer": tiny_lm.Layer(0, False, 0, RotaryEmbedding(16))}
+    err = max_diff(attn(x[:, perm], **kw)[0], attn(x, **kw)[0][:, perm])
     assert err > 1e-3, f"RoPE attention looks permutation-equivariant (max diff {err:.2e})"
 
 
@@ -267,7 +267,8 @@ def test_nope_layers_attend_without_positions(pos, every, nope):
         model(torch.randint(0, V, (2, 16)))
         for i, blk in enumerate(model.blocks):
             x, kw = calls[i]
-            assert (kw["rope"] is None and kw["bias"] is None) == (i in nope), f"layer {i}: {kw}"
+            assert kw["layer"].nope == (i in nope) and (kw["layer"].rope is None) == (pos != "rope" or i in nope), \
+                f"layer {i}: {kw}"
             err = max_diff(blk.attn(x[:, perm], **kw)[0], blk.attn(x, **kw)[0][:, perm])
             if i in nope:
                 assert err < 1e-12, f"{pos}, nope_every={every}: layer {i} should ignore order, max diff {err:.2e}"

@@ -166,8 +166,8 @@ def test_cached_forward_equals_full_forward(pos, extra):
             pieces.append(logits)
             t += n
     assert t == 20 and len(cache) == SMALL["n_layer"]
-    k, v = cache[0]
-    assert k.shape == v.shape == (2, SMALL["n_head"], 20, SMALL["n_embd"] // SMALL["n_head"])
+    k, v, state = cache[0]
+    assert k.shape == v.shape == (2, SMALL["n_head"], 20, SMALL["n_embd"] // SMALL["n_head"]) and state is None
     err = max_diff(torch.cat(pieces, dim=1), full)
     assert err < 1e-5, f"{pos} {extra}: cached incremental logits vs full forward max diff {err:.2e}"
 

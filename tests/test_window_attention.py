@@ -165,7 +165,7 @@ def test_causal_global_nope_layer_sees_its_past_as_a_set():
     with torch.no_grad():
         for i, blk in enumerate(model.blocks):
             x, kw = calls[i]
-            assert (kw["rope"] is None, kw["q_scale"] is not None) == (i == 3, i == 3), f"layer {i}: {kw}"
+            assert (kw["layer"].rope is None, kw["q_scale"] is not None) == (i == 3, i == 3), f"layer {i}: {kw}"
             err = max_diff(blk.attn(x[:, perm], **kw)[0][:, t:], blk.attn(x, **kw)[0][:, t:])
             if i == 3:
                 assert err < TOL, f"global NoPE layer: reordering its past moved rows {t}.. by {err:.2e}"
@@ -313,13 +313,13 @@ def forward_before_windows(model: TinyLM, idx: torch.Tensor) -> torch.Tensor:
     on the model's own modules: every layer global, no q scale, one RoPE table. -> logits (B, T, V)."""
     cfg, (B, T) = model.cfg, idx.shape
     x = model.tok_emb(idx)
-    if model.learned is not None:
+    if getattr(model, "learned", None) is not None:
         x = x + model.learned(T, 0)
     if cfg.emb_scale:
         x = x * math.sqrt(cfg.n_embd)
-    if model.sin is not None:
+    if getattr(model, "sin", None) is not None:
         x = x + model.sin(T, 0).to(x.dtype)
-    bias = None if model.alibi is None else model.alibi(T, T).to(x.dtype)
+    bias = None if getattr(model, "alibi", None) is None else model.alibi(T, T).to(x.dtype)
     for i, blk in enumerate(model.blocks):
         nope = i in model.nope_layers
         q, k, v = blk.attn.split_heads(blk.ln1(x))
