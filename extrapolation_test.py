@@ -62,7 +62,7 @@ import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib, read_json,
-                         spread_blocks, train_len_of)
+                         split_scaling, spread_blocks, train_len_of)
 from perplexity import cached_vs_full, evaluate
 from tables import sync_glance, sync_table
 from variants import FINETUNES, PRESETS, VARIANTS
@@ -202,7 +202,7 @@ def score_row(job, data, s, args, make):
                   **cached_vs_full(model, val_ids, s["decode_len"], s["decode_windows"])}
     kind, factor = "", ""
     if scaling not in (None, "clamp"):
-        kind, factor = SCALINGS[scaling][0], factor_label(scaling)
+        kind, factor = split_scaling(scaling)[0], factor_label(scaling)  # also a fixed-factor row, yarn@16
     elif scaling is None and cfg.rope_scaling:
         kind, factor = cfg.rope_scaling["rope_type"], f"{cfg.rope_scaling['factor']:g}"
     train_loss = ck["losses"]["train_loss"][-1] if ck["losses"].get("train_loss") else float("nan")

@@ -84,8 +84,8 @@ def style(name: str) -> dict:
     recipe = "" if r.finetune in (None, "none") else r.finetune
     if finetuned:
         color = COLOURS.get(f"{r.base}_ft_{recipe or 'none'}") or _colour(r.base)
-    elif r.scaling:  # a fixed-factor row is drawn like its scaling, in its own panel
-        color = _colour(r.scaling)
+    elif r.scaling:  # a fixed-factor row: its scaling's colour, darker, so that it differs beside the other
+        color = _darker(_colour(r.scaling)) if r.fixed else _colour(r.scaling)
     else:
         color = _colour(r.base + ("_notemp" if r.notemp else ""))
     # a fine-tune shares the dash of the scaling it was tuned with
@@ -98,6 +98,11 @@ def style(name: str) -> dict:
 def _colour(key: str) -> str:
     fixed = COLOURS.get(key) or (schemes.REGISTRY[key].colour if key in schemes.REGISTRY else None)
     return fixed or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
+
+
+def _darker(hex_colour: str, f: float = 0.4) -> str:
+    """hex_colour mixed with black: a fraction f of the way to it."""
+    return "#" + "".join(f"{round(int(hex_colour[i:i + 2], 16) * (1 - f)):02x}" for i in (1, 3, 5))
 
 
 def _lighter(hex_colour: str, f: float = 0.45) -> str:
