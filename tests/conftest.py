@@ -1,4 +1,5 @@
-"""Shared pytest setup: import the repo's modules from the repository root, seed every test."""
+"""Shared pytest setup: import the repo's modules from the repository root, seed every test, and the
+default corpus's validation text (val_text), read by several test files."""
 import sys
 from pathlib import Path
 
@@ -35,3 +36,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def val_text():
+    """(validation ids, vocabulary) of the default corpus."""
+    import tiny_lm
+    _, val, vocab = tiny_lm.load_corpus(None)
+    return tiny_lm.CharTokenizer(vocab).encode(val), vocab

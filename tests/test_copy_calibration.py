@@ -1,5 +1,6 @@
-"""copy_calibration.py and the planting options it adds to train_compare.py, each checked
-against the definition (keys really repeated where reported) or an independent computation."""
+"""copy_calibration.py: the probe windows and the own-copy gain against a direct computation, the
+alphabets, every mixture fits the training window, a --quick run's outputs, reuse and merge, and its
+answers to bad input; only real runs write results/. (The planting itself: test_copy_mixture.py.)"""
 import json
 import subprocess
 import sys
@@ -13,56 +14,11 @@ import torch.nn.functional as F
 import copy_calibration as CC
 import copy_mixture as CM
 import tiny_lm
-import training
 import variants
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = torch.arange(40, 50)  # key characters: ids the text below never uses
-
-
-@pytest.mark.parametrize("copies,max_gap", [(2, None), (2, 5), (4, None), (4, 3)])
-def test_plant_keys_writes_each_key_where_it_says(copies, max_gap):
-    g = torch.Generator().manual_seed(copies * 10 + (max_gap or 0))
-    for _ in range(50):
-        row = torch.randint(0, 40, (257,))
-        planted = CM.plant_keys(row, g, KEYS, key_len=(8, 20), n_keys=2, copies=copies, max_gap=max_gap)
-        assert planted, "nothing planted in a 257-token window"
-        marked = torch.zeros_like(row, dtype=torch.bool)
-        for starts, K in planted:
-            assert len(starts) == copies and 8 <= K <= 20, (starts, K)
-            assert starts[-1] + K <= row.numel(), f"copy past the window end: {starts}, K={K}"
-            first = row[starts[0]:starts[0] + K]
-            for a, b in zip(starts, starts[1:]):
-                gap = b - a - K
-                assert gap >= 0, f"copies overlap: {starts}, K={K}"
-                assert max_gap is None or gap <= max_gap, f"gap {gap} > max_gap {max_gap}"
-                assert torch.equal(row[b:b + K], first), "a later copy differs from the first"
-            for s in starts:
-                marked[s:s + K] = True
-        assert int((row >= 40).sum()) == int(marked.sum()), "key characters outside the reported copies"
-
-
-def test_synthetic_windows_hold_only_key_characters():
-    ids = torch.randint(0, 40, (3000,))
-    x, y = CM.copy_windows(training.random_windows(ids, 64, 8), 8, 64, KEYS, seed=0, key_len=(6, 6), copies=3,
-                          synthetic=1.0)(0, torch.Generator())
-    assert bool(((x >= 40) & (y >= 40)).all()), "a synthetic window kept some text"
-    assert torch.equal(x[:, 1:], y[:, :-1])
-
-
-def test_train_probe_is_called_at_each_eval_and_changes_nothing():
-    tc = variants.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=2, eval_windows=2)
-    ids = torch.randint(0, 20, (2000,))
-    cfg = tiny_lm.GPTConfig(vocab_size=20, n_layer=1, n_head=2, n_embd=8, pos="rope")
-    models = []
-    for probe in (None, lambda m: {"n": float(m(ids[None, :16]).logits.detach().sum())}):
-        torch.manual_seed(0)
-        models.append(tiny_lm.TinyLM(cfg))
-        hist = training.train(models[-1], ids, ids, tc, probe=probe)
-    assert [p["n"] for p in hist["probe"]] and len(hist["probe"]) == len(hist["step"]) == 3, hist
-    for (n, a), b in zip(models[0].state_dict().items(), models[1].state_dict().values()):
-        assert torch.equal(a, b), f"{n} differs with a probe: max diff {(a - b).abs().max():.2e}"
 
 
 def test_probe_windows_and_own_gain_against_a_direct_computation():

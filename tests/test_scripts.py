@@ -112,55 +112,6 @@ def test_rerun_skips_finished_variants(quick_run):
     assert p.stat().st_mtime_ns == before
 
 
-@pytest.mark.usefixtures("one_thread")
-def test_cached_vs_full_matches_for_plain_rope():
-    """perplexity.cached_vs_full: one token at a time through the cache = one forward."""
-    import perplexity
-    import tiny_lm
-    torch = pytest.importorskip("torch")
-    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, pos="rope"))
-    ids = torch.randint(0, 20, (2 * 32 + 1,))
-    r = perplexity.cached_vs_full(model, ids, 32, 2)
-    assert (r["length"], r["windows"]) == (32, 2)
-    assert abs(r["difference"]) < 1e-4, f"cached decoding differs from the full forward by {r['difference']:.2e}"
-    # dynamic, factor 1: plain RoPE while the length stays within original_max_len
-    model.set_rope_scaling({"rope_type": "dynamic", "factor": 1.0, "original_max_len": 64})
-    r = perplexity.cached_vs_full(model, ids, 32, 2)
-    assert abs(r["difference"]) < 1e-4, f"max diff {r['difference']:.2e} below original_max_len"
-
-
-def test_scalings_rows_factors():
-    """Training-free rows: factor k * L / L_train (at least 1); rope+dynamic keeps factor 1."""
-    from eval_common import scaling_at
-    assert scaling_at("ntk", 1024, 256)["factor"] == 4.0
-    assert scaling_at("ntk(4s)", 1024, 256)["factor"] == 16.0
-    assert scaling_at("ntk(16s)", 256, 256)["factor"] == 16.0
-    assert scaling_at("linear", 128, 256)["factor"] == 1.0
-    for L in (128, 256, 4096):
-        assert scaling_at("dynamic", L, 256) == {"rope_type": "dynamic", "factor": 1.0, "original_max_len": 256}
-
-
-def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_beyond():
-    """rope+longrope: at L <= L_train the factor is 1 and the tables are plain RoPE's; at 16 x L_train
-    pair i is divided by 1 + 15 r_i (YaRN's ramp r_i) and cos/sin carry sqrt(1 + ln 16 / ln 256)."""
-    import pos_rope
-    from eval_common import scaling_at
-    plain = pos_rope.RotaryEmbedding(32)
-    near = pos_rope.ScaledRotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
-    for a, b in zip(plain.cos_sin(256), near.cos_sin(256)):
-        assert torch.equal(a, b), f"longrope at the training length is not plain RoPE: {(a - b).abs().max():.2e}"
-    far = scaling_at("longrope", 4096, 256, 32, 10000.0)
-    low, high = pos_rope.yarn_correction_range(32, 10000.0, 256, 32.0, 1.0)
-    ramp = pos_rope.yarn_ramp(low, high, 16).double()
-    want = 1 + 15 * ramp
-    got = torch.tensor(far["long_factor"], dtype=torch.float64)
-    assert far["factor"] == 16.0 and torch.allclose(got, want), f"max diff {(got - want).abs().max():.2e}"
-    assert far["short_factor"] == [1.0] * 16
-    rope = pos_rope.ScaledRotaryEmbedding(32, scaling=far)
-    want_af = math.sqrt(1 + math.log(16) / math.log(256))
-    assert abs(rope.attention_factor - want_af) < 1e-12, (rope.attention_factor, want_af)
-
-
 def one_line_error(r, code):
     assert r.returncode == code, f"exit {r.returncode}, stderr: {r.stderr[-500:]}"
     assert "Traceback" not in r.stderr, r.stderr[-1000:]

@@ -1,7 +1,7 @@
 """train_compare.py for bigger runs: a killed or interrupted variant resumes bit-identically,
 same seed = same weights, two torchrun processes = one process, the GPU preset's flags on a
 CPU, the answers to bad input (learning rate, preset conflicts, broken or foreign states), and
-which checkpoints are real runs (variants.real_run_mismatch on hand-made checkpoint dicts)."""
+which results folder its checkpoints may write. (Which checkpoints are real runs: test_variants.py.)"""
 import contextlib
 import io
 import os
@@ -20,11 +20,9 @@ import torch
 
 import tiny_lm
 import train_compare as tcmp
-import train_state
-import training
 from eval_common import LOG_KEYS
 from tiny_lm import GPTConfig, TinyLM
-from variants import TrainConfig, real_run_mismatch
+from variants import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread; same in every run
@@ -269,111 +267,7 @@ def test_gpu_preset_flags_work_on_cpu(corpus, tmp_path):
     assert (tc["seq_len"], tc["batch_size"], tc["lr"], tc["warmup"]) == (32, 4, 1e-3, 100), tc
 
 
-def tiny_setup(seed=0):
-    torch.manual_seed(seed)
-    model = TinyLM(GPTConfig(vocab_size=11, n_layer=1, n_head=2, n_embd=16, pos="rope"))
-    ids = torch.randint(0, 11, (2000,), generator=torch.Generator().manual_seed(1))
-    return model, ids, tcmp.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=3, eval_windows=2)
-
-
-@pytest.mark.usefixtures("one_thread")
-def test_saving_the_state_changes_nothing_and_bf16_is_used(tmp_path):
-    """Periodic saves draw no random numbers: the same weights as a plain train(). --amp bf16
-    really runs in bfloat16 (close to float32, not equal). A saved state holds what resuming needs."""
-    m0, ids, tc = tiny_setup()
-    m1, _, _ = tiny_setup()
-    m2, _, _ = tiny_setup()
-    h0 = training.train(m0, ids, ids, tc)
-    state = tmp_path / "s.pt"
-    h1 = training.train(m1, ids, ids, tc, run=tcmp.RunConfig(state_path=state, save_every=2, identity={"x": 1}))
-    assert h0["train_loss"] == h1["train_loss"] and h0["val_loss"] == h1["val_loss"], (h0, h1)
-    differ = [k for k, v in m0.state_dict().items() if not torch.equal(v, m1.state_dict()[k])]
-    assert not differ, f"saving the state changed the training: {differ}"
-    st = weights(state)
-    assert st["step"] == 4 and st["identity"] == {"x": 1} and st["hist"]["step"] == [3], (st["step"], st["hist"])
-    assert {"model", "optimizer", "gen", "rng_torch", "running"} <= st.keys(), st.keys()
-    h2 = training.train(m2, ids, ids, tc, run=tcmp.RunConfig(amp="bf16"))
-    gap = max(abs(a - b) for a, b in zip(h0["train_loss"], h2["train_loss"]))
-    assert 0 < gap < 0.05, f"bf16 autocast vs float32 training loss gap {gap:.2e}: expected small but nonzero"
-
-
-def test_continue_command_with_force_lists_what_is_left():
-    names = ["none", "rope", "alibi"]
-    cmd = tcmp.continue_command(["--force", "--variants", ",".join(names), "--quick"], names, "rope")
-    assert cmd == "python train_compare.py --force --quick --variants rope,alibi", cmd
-    cmd = tcmp.continue_command(["--quick"], ["none", "rope"], "rope")
-    assert cmd == "python train_compare.py --quick", cmd
-
-
-def test_shards_partition_the_global_batch():
-    x = torch.arange(8 * 3).view(8, 3)  # 8 windows
-    parts = [train_state.shard(x, r, 4) for r in range(4)]
-    assert [p.shape for p in parts] == [(2, 3)] * 4, [p.shape for p in parts]
-    rows = sorted(tuple(row.tolist()) for p in parts for row in p)
-    assert rows == sorted(tuple(row.tolist()) for row in x), "the shards must be the batch's windows, each once"
-    assert torch.equal(parts[1], x[[1, 5]]), parts[1]
-    assert train_state.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
-
-
 # ----------------------------------------------------------------------------- what a real run is
-
-def hand_made(variant, config=None, train=None):
-    """A checkpoint dict as train_compare.py saves one: the default model and recipe, with the
-    fields given here written over them by hand (vocab_size 65, as for Shakespeare)."""
-    return {"config": {**asdict(GPTConfig(vocab_size=65)), **(config or {})},
-            "extra": {"variant": variant, "train_config": {**asdict(TrainConfig()), **(train or {})}}}
-
-
-# rope_ft_yarn's recipe, worked out from the comment above FINETUNES (4x the length, 10% of the
-# steps, the same tokens per step, lr 5e-4, 10 warm-up steps, the factor for 16x) on rope's
-# real recipe (256 x 16, 1,100 steps, 32 evaluation windows), not by calling variants.
-FT_YARN_TRAIN = {"seq_len": 1024, "batch_size": 4, "steps": 110, "lr": 5e-4, "warmup": 10, "min_lr_frac": 1.0,
-                 "eval_every": 27, "eval_windows": 8, "seed": 1}
-FT_YARN_SCALING = {"rope_type": "yarn", "factor": 16.0, "original_max_len": 256}
-
-
-def test_real_runs_are_recognised():
-    real = {"alibi": hand_made("alibi", {"pos": "alibi"}),
-            "gemma_hybrid": hand_made("gemma_hybrid", {"attn_window": 64, "global_every": 4, "global_rope_theta": 1e6,
-                                                       "global_rope_p": 0.25}),
-            "rope_copy": hand_made("rope_copy", train={"steps": 2400}),
-            "rope_ft_yarn": hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING}, FT_YARN_TRAIN),
-            "rope_ft_none": hand_made("rope_ft_none", train=FT_YARN_TRAIN),
-            "alibi_copy_ft": hand_made("alibi_copy_ft", {"pos": "alibi"}, {**FT_YARN_TRAIN, "steps": 240,
-                                                                          "eval_every": 60})}
-    for name, ck in real.items():
-        assert real_run_mismatch(name, ck) == [], f"{name} is a real run, but: {real_run_mismatch(name, ck)}"
-    # another seed is a real run too (runs/seed1 holds them), and so is an older checkpoint whose
-    # config lacks fields added since (they hold their defaults)
-    assert real_run_mismatch("rope", hand_made("rope", train={"seed": 1})) == []
-    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING},
-                                                       {**FT_YARN_TRAIN, "seed": 2})) == []
-    old = hand_made("rope")
-    del old["config"]["temperature_floor"], old["extra"]["train_config"]["decay_embeddings"]
-    assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
-
-
-def test_runs_that_are_not_real_are_named_by_their_fields():
-    quick = hand_made("rope", {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512},
-                      {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4})
-    diff = real_run_mismatch("rope", quick)
-    assert [d.split("=")[0] for d in diff] == ["n_layer", "n_head", "n_embd", "max_len", "seq_len", "batch_size",
-                                                "steps", "warmup", "eval_every", "eval_windows"], diff
-    assert diff[0] == "n_layer=2 (real run: 4)" and "steps=30 (real run: 1100)" in diff, diff
-    assert real_run_mismatch("rope_copy", hand_made("rope_copy")) == ["steps=1100 (real run: 2400)"], \
-        "the copy family trains for 2,400 steps"
-    assert real_run_mismatch("rope", hand_made("rope", train={"steps": 10})) == ["steps=10 (real run: 1100)"]
-    eight = hand_made("rope_ft_yarn", {"rope_scaling": {**FT_YARN_SCALING, "factor": 8.0}}, FT_YARN_TRAIN)
-    assert real_run_mismatch("rope_ft_yarn", eight) == [f"rope_scaling={ {**FT_YARN_SCALING, 'factor': 8.0}!r} "
-                                                        f"(real run: {FT_YARN_SCALING!r})"]
-    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", train=FT_YARN_TRAIN)) == \
-        [f"rope_scaling=None (real run: {FT_YARN_SCALING!r})"], "a fine-tune without its scaling"
-    assert real_run_mismatch("rope", hand_made("alibi", {"pos": "alibi"})) == ["variant='alibi' (real run: 'rope')"]
-    no_record = hand_made("rope")
-    del no_record["extra"]["train_config"]
-    assert real_run_mismatch("rope", no_record) == ["train_config=None (real run: the recipe's)"]
-    assert real_run_mismatch("mystery", hand_made("mystery")) == ["variant 'mystery' is not in the registry"]
-
 
 def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, capsys):
     """prepare_outputs, before any training: the default command (and the copy family's) plans real
