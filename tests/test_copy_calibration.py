@@ -2,8 +2,6 @@
 alphabets, every mixture fits the training window, a --quick run's outputs, reuse and merge, and its
 answers to bad input; only real runs write results/. (The planting itself: test_copy_mixture.py.)"""
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,11 +47,10 @@ def test_alphabets_rare_is_the_least_frequent():
     assert set(a["rare"]) == set(" abcde\n"), a["rare"]  # fewer than 18 characters: all of them
 
 
-def test_quick_run_outputs_and_bad_input(tmp_path):
-    env_cmd = [sys.executable, str(ROOT / "copy_calibration.py"), "--quick", "--mixtures", "digits_long,synthetic",
-               "--out", str(tmp_path / "out"), "--results", str(tmp_path / "res")]
-    r = subprocess.run(env_cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-800:]
+def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused):
+    argv = ["--quick", "--mixtures", "digits_long,synthetic", "--out", str(tmp_path / "out"), "--results",
+            str(tmp_path / "res")]
+    assert CC.main(argv) == 0
     rows = (tmp_path / "res" / "copy_calibration.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[0].startswith("mixture,"), rows
     data = json.loads((tmp_path / "res" / "copy_calibration.json").read_text())
@@ -62,20 +59,21 @@ def test_quick_run_outputs_and_bad_input(tmp_path):
     saved = torch.load(tmp_path / "out" / "synthetic.pt", weights_only=True)
     model = tiny_lm.TinyLM(tiny_lm.GPTConfig(**saved["config"]))
     model.load_state_dict(saved["model"])  # the final weights reload into the model they came from
-    again = subprocess.run(env_cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "reusing" in again.stderr, again.stderr[-400:]
-    one = subprocess.run([*env_cmd[:4], "synthetic", *env_cmd[5:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    capsys.readouterr()
+    assert CC.main(argv) == 0
+    assert "reusing" in capsys.readouterr().err
+    assert CC.main([*argv[:2], "synthetic", *argv[3:]]) == 0
     rows = (tmp_path / "res" / "copy_calibration.csv").read_text().splitlines()
-    assert one.returncode == 0 and len(rows) == 3, f"a run of one mixture dropped the other's row: {rows}"
-    bad = subprocess.run([sys.executable, str(ROOT / "copy_calibration.py"), "--quick", "--mixtures", "nope"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "unknown mixture" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, \
-        bad.stderr
+    assert len(rows) == 3, f"a run of one mixture dropped the other's row: {rows}"
+    assert "unknown mixture" in refused(CC.main, ["--quick", "--mixtures", "nope"])
     rec = json.loads((tmp_path / "out" / "synthetic.json").read_text())
     rec["train"]["lr"] = 1.0  # as if saved by other settings
     (tmp_path / "out" / "synthetic.json").write_text(json.dumps(rec))
-    clash = subprocess.run(env_cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert clash.returncode == 2 and "other settings" in clash.stderr, clash.stderr[-400:]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        CC.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "other settings" in err, err[-400:]
 
 
 def test_mixtures_fit_the_training_window():

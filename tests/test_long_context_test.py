@@ -1,6 +1,7 @@
 """long_context_test.py: the rows it builds (make_jobs, the temperature's rows), its tables (exact match's
 interval from the count), the formats run's merges and redraws, its answers to bad input; on the
 shared --quick checkpoints (conftest.quick_repo), its outputs."""
+import csv
 import json
 from pathlib import Path
 
@@ -153,3 +154,61 @@ def test_bad_format_settings_exit_2_before_any_work(quick_ckpts, tmp_path, capsy
         assert e.value.code == 2 and words in err and "\n" not in err, (extra, err)
     assert not (tmp_path / "r").exists(), "a refused run wrote results"
 
+
+# ----------------------------------------------------------------------------- the --quick run
+
+def test_long_context_outputs(quick_ck, quick_repo):
+    res = quick_repo.res
+    ctx = list(csv.DictReader(open(res / "context_use.csv")))
+    names = [r["variant"] for r in ctx]
+    for v in ("none", "learned", "sin", "rope", "alibi", "rope+yarn", "rope_ft_yarn", "rope_ft_none", "alibi_ft"):
+        assert v in names, f"{v} missing from context_use.csv"
+    meta = json.loads((res / "context_use.json").read_text())["meta"]
+    for r in ctx:
+        for c in meta["contexts"]:
+            assert 0 < float(r[f"c{c}"]) < 10, r
+        assert int(r["effective_context"]) in meta["contexts"]
+    ret = list(csv.DictReader(open(res / "retrieval.csv")))
+    assert {r["variant"] for r in ret} >= {"none", "rope", "alibi", "rope_ft_yarn", "alibi_ft"}
+    dists = json.loads((res / "retrieval.json").read_text())["meta"]["distances"]
+    for r in ret:
+        for dd in dists:
+            assert -10 < float(r[f"gain_{dd}"]) < 10 and 0 <= float(r[f"exact_{dd}"]) <= 1, r
+    for f in ("context_use.png", "retrieval.png", "context_use.md", "retrieval.md"):
+        assert (res / f).stat().st_size > 200, f
+    assert {"rope+yarn@16", "rope+linear@16"} <= set(names), "the fixed-factor rows of context use"
+    assert {"rope_copy", "rope_copy+yarn", "irope_copy", "irope_copy (no temp)", "rope_copy_ft_yarn"} <= \
+        {r["variant"] for r in ret}, "the copy family's rows"
+    rmeta = json.loads((res / "retrieval.json").read_text())["meta"]
+    assert rmeta["key_alphabet"] == "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    for r in ret:
+        for dd in dists:
+            assert 0 <= float(r[f"per_char_{dd}"]) <= 1, r
+    rows = json.loads((res / "retrieval.json").read_text())["rows"]
+    want = {("copy", True): rmeta["copy_trials"], ("copy", False): rmeta["trials"], ("text", True): rmeta["trials"],
+            ("text", False): rmeta["trials"]}
+    for r in rows:
+        assert r["trials"] == want[(r["family"], r["distance"] <= rmeta["copy_trials_upto"])], r
+    ck = torch.load(quick_ck / "rope_copy.pt", weights_only=True)
+    assert ck["losses"]["probe"] and all(0 <= v <= 1 for p in ck["losses"]["probe"] for pe in p.values() for v in pe), \
+        "the copy family's passkey probe is missing from its training history"
+
+
+def test_bad_input_long_context(quick_ck, tmp_path, refused):
+    base = ["--quick", "--ckpt-dir", str(quick_ck), "--results", str(tmp_path / "r")]
+    msg = refused(LC.main, [*base, "--contexts", "0,48,16"])
+    assert "increasing" in msg
+    msg = refused(LC.main, [*base, "--variants", "rope,zzz"])
+    assert "zzz" in msg and "known" in msg
+    msg = refused(LC.main, [*base, "--distances", "24,900000"])
+    assert "validation text" in msg
+    msg = refused(LC.main, [*base, "--contexts", "0,16,48,1000", "--variants", "learned"])
+    assert "learned table" in msg
+    corpus = tmp_path / "other.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ. " * 1500)
+    msg = refused(LC.main, [*base, "--corpus", str(corpus), "--variants", "rope"])
+    assert "another corpus" in msg
+    corpus.write_text("the quick brown fox jumps over the lazy dog 0123456789. " * 1500)
+    msg = refused(LC.main, [*base, "--corpus", str(corpus), "--variants", "rope", "--only", "retrieval"])
+    assert "corpus lacks" in msg and "ABC" in msg, "a corpus without the key letters is named as such"
+    assert not (tmp_path / "r").exists(), "a failed run wrote results"
