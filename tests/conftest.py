@@ -25,6 +25,28 @@ torch.cos(torch.zeros(8))
 torch.sin(torch.zeros(8))
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # the subprocesses: tiny tensors, one thread
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one core per worker
+    torch.set_num_threads(1)
+
+# Tests that share an expensive fixture run on one pytest-xdist worker (--dist loadgroup), so that it is
+# built once: {fixture: group}.
+GROUPS = {"quick_repo": "quick_repo", "runs": "train_compare_runs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The xdist groups, and the long tests first (the groups, then those marked slow): with -n 2 a long
+    test started last would leave the other worker idle."""
+    for item in items:
+        for fixture, group in GROUPS.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
+    rank = {g: i for i, g in enumerate(GROUPS.values())}
+
+    def order(item):
+        group = item.get_closest_marker("xdist_group")
+        return (rank[group.args[0]] if group else len(rank) + (item.get_closest_marker("slow") is None))
+    items.sort(key=order)
 
 
 @pytest.fixture(autouse=True)

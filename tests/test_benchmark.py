@@ -10,6 +10,7 @@ import tiny_lm
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_benchmark_quick_writes_report(tmp_path, monkeypatch):
     """--quick runs end to end into runs/quick/benchmark/ (never results/), honours --lengths and
     --repeats, and the report carries the two ratio lines and a memory row per scheme."""

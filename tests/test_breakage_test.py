@@ -181,6 +181,7 @@ def test_quick_writes_under_runs_quick_by_default():
     assert bt.parse_args(["--quick", "--out", "/elsewhere"]).out == "/elsewhere"
 
 
+@pytest.mark.slow
 def test_quick_run_writes_its_files(tmp_path):
     rc = bt.main(["--quick", "--out", str(tmp_path)])
     assert rc == 0

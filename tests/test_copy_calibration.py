@@ -47,6 +47,7 @@ def test_alphabets_rare_is_the_least_frequent():
     assert set(a["rare"]) == set(" abcde\n"), a["rare"]  # fewer than 18 characters: all of them
 
 
+@pytest.mark.slow
 def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused):
     argv = ["--quick", "--mixtures", "digits_long,synthetic", "--out", str(tmp_path / "out"), "--results",
             str(tmp_path / "res")]

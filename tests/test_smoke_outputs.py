@@ -7,6 +7,8 @@ The runs: conftest.quick_repo, one interpreter running the commands one after an
 as __main__, from the copy's own files. In-process calls would not do here: the scripts decide whether
 they may write the repository's results/ by comparing a folder with eval_common.HERE / "results", and
 in this process eval_common is the checkout's own module, so its HERE is the real repository."""
+import pytest
+
 from conftest import CHAIN, INDEPENDENT, NOT_REAL, ROOT, copy_checkout, run_in_one, tree_hashes
 
 
@@ -70,6 +72,7 @@ REDRAW = [["train_compare.py", "--redraw"], ["extrapolation_test.py", "--redraw"
           ["benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"]]
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_redraws_from_json(tmp_path):
     """In a copy with no runs/ and no checkpoint: delete every table and figure in results/, keep the
     JSON files, run each script's --redraw. Every file comes back; the tables byte-identical."""

@@ -236,6 +236,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_match_one(corpus, tmp_path):
     """torchrun, 2 CPU processes (gloo), each half of every batch = 1 process (here), whole batches."""
     common = ["--quick", "--variants", "rope", "--steps", "6", "--eval-every", "1", "--batch-size", "8",
