@@ -35,12 +35,14 @@ GROUPS = {"quick_repo": "quick_repo", "runs": "train_compare_runs"}
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The xdist groups, and the long tests first (the groups, then those marked slow): with -n 2 a long
-    test started last would leave the other worker idle."""
+    """The xdist groups (slow too: -m "not slow" leaves out the shared runs), and the long tests first
+    (the groups, then the other slow ones): with -n 2 a long test started last would leave the other
+    worker idle."""
     for item in items:
         for fixture, group in GROUPS.items():
             if fixture in item.fixturenames:
                 item.add_marker(pytest.mark.xdist_group(group))
+                item.add_marker(pytest.mark.slow)
     rank = {g: i for i, g in enumerate(GROUPS.values())}
 
     def order(item):
