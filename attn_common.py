@@ -22,7 +22,7 @@ values are 0, so the weights of the real keys sum to less than 1:
 
     attn = softmax([ Q K^T / sqrt(d) + bias, masked | E ])[:, :Tk] V,     E: (B, H, Tq, n)
 
-Two implementations, same numbers (tests/test_attn.py proves it):
+Two implementations, same numbers (tests/test_attn_common.py proves it):
   * attn():      the formula written out, with every option (a boolean mask, the causal mask
                  applied on top of any bias, the attention weights for plots);
   * attn_sdpa(): torch.nn.functional.scaled_dot_product_attention, the fused kernel the

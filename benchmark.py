@@ -11,7 +11,7 @@ the schemes interleaved within every repetition so that a slow moment hits them 
 Two ratios, measured side by side in this process: training tokens/s of each scheme over a
 reference TinyLM(pos="none") (one F.scaled_dot_product_attention(is_causal=True) per layer);
 ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fast ALiBi
-path keeps the formula's numbers is tests/test_benchmark.py's job, not this script's. Writes
+path keeps the formula's numbers is tests/test_pos_alibi.py's job, not this script's. Writes
 <results>/benchmark.md and benchmark.png (atomically) and prints the tables.
 
 Where this differs from that article's run_benchmark: medians after a warm-up instead of one

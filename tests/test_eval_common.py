@@ -1,15 +1,12 @@
-"""eval_common: partial runs merge into results without dropping rows, the glance table applies
-its stated rules, tables are synced only into the repository's own pages, the folders rule, and
-only real runs write the repository's results/."""
-import json
+"""eval_common: partial runs merge into results without dropping rows, only real runs write the
+repository's results/, and the scaling each training-free row gets at each length (scaling_at)."""
+import math
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
+import torch
 
 import eval_common as EC
-import row_names
-import tables
 import tiny_lm
 import variants
 from tiny_lm import GPTConfig
@@ -26,51 +23,6 @@ def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():
     old = [{"variant": "rope", "d": d, "x": 0} for d in (32, 64)] + [{"variant": "alibi", "d": 32, "x": 0}]
     merged = EC.merge_rows(old, [{"variant": "rope", "d": 32, "x": 1}])
     assert [(r["variant"], r["d"], r["x"]) for r in merged] == [("rope", 32, 1), ("alibi", 32, 0)], merged
-
-
-def _write(tmp_path, ppl, effective, exact):
-    """exact: {variant: (worst exact match at d <= 200, exact match at d = 512)}."""
-    rows = [{"variant": n, "ppl_256": p[0], "ppl_4096": p[1]} for n, p in ppl.items()]
-    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": rows}))
-    (tmp_path / "context_use.json").write_text(json.dumps(
-        {"meta": {}, "rows": [{"variant": n, "effective_context": c} for n, c in effective.items()]}))
-    ret = [{"variant": n, "distance": d, "exact": e} for n, (near, far) in exact.items()
-           for d, e in ((32, 1.0), (200, near), (512, far), (1024, 1.0))]
-    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": ret}))
-
-
-def test_glance_table_applies_the_stated_rules(tmp_path):
-    _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
-           {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
-                                          "rope_copy_ft_yarn": (0.9, 0.49), "rope": (0.0, 0.0)})
-    lines = {l.split(" | ")[0][2:]: l for l in tables.glance_table(tmp_path).splitlines()[2:]}
-    assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
-    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. passkey: the worst d <= 200 (and d = 512), >= 50%;
-    # the text model's own passkey and its copy-trained twin's each in their own columns, the twin named
-    assert "| 6.00 | no | yes (448) | no (0%) | rope_copy | no / no (49% / 0%) |" in lines["rope"], lines["rope"]
-    assert "| 6.01 | yes | no (192) | not measured | alibi_copy | yes / yes (50% / 50%) |" in lines["alibi"], \
-        lines["alibi"]
-    assert lines["rope+yarn"].endswith("| yes | not measured | not measured | - | not measured |"), lines["rope+yarn"]
-    assert lines["rope_ft_yarn"].endswith("| rope_copy_ft_yarn | yes / no (90% / 49%) |"), lines["rope_ft_yarn"]
-
-
-def test_copy_counterpart_names():
-    assert [row_names.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
-        ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]
-
-
-def test_sync_table_writes_only_for_the_repository_results(tmp_path):
-    page = EC.HERE / "README.md"
-    before = page.read_text(encoding="utf-8")
-    tables.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
-    assert page.read_text(encoding="utf-8") == before
-
-
-def test_run_dirs_keep_smoke_runs_and_previews_out_of_results():
-    assert variants.run_dirs() == (Path("runs/main"), Path("results"))
-    for kw in ({"quick": True}, {"preset": "preview"}):
-        ckpt, results = variants.run_dirs(**kw)
-        assert results.parts[0] == "runs" and results.parent == ckpt, (kw, ckpt, results)
 
 
 def _checkpoint(variant, **config):
@@ -99,3 +51,44 @@ def test_only_real_runs_write_the_repository_results(tmp_path):
     assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(tiny_lm.DEFAULT_CORPUS) == [], "the default corpus"
     folder, note = EC.results_for_checkpoints(repo, False, real, also=other)
     assert folder == tmp_path / "ck" / "results" and "other.txt" in note, note
+
+
+# ----------------------------------------------------------------------------- the scaling of each row
+
+def test_scalings_rows_factors():
+    """Training-free rows: factor k * L / L_train (at least 1); rope+dynamic keeps factor 1."""
+    from eval_common import scaling_at
+    assert scaling_at("ntk", 1024, 256)["factor"] == 4.0
+    assert scaling_at("ntk(4s)", 1024, 256)["factor"] == 16.0
+    assert scaling_at("ntk(16s)", 256, 256)["factor"] == 16.0
+    assert scaling_at("linear", 128, 256)["factor"] == 1.0
+    for L in (128, 256, 4096):
+        assert scaling_at("dynamic", L, 256) == {"rope_type": "dynamic", "factor": 1.0, "original_max_len": 256}
+
+
+def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_beyond():
+    """rope+longrope: at L <= L_train the factor is 1 and the tables are plain RoPE's; at 16 x L_train
+    pair i is divided by 1 + 15 r_i (YaRN's ramp r_i) and cos/sin carry sqrt(1 + ln 16 / ln 256)."""
+    import pos_rope
+    from eval_common import scaling_at
+    plain = pos_rope.RotaryEmbedding(32)
+    near = pos_rope.ScaledRotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
+    for a, b in zip(plain.cos_sin(256), near.cos_sin(256)):
+        assert torch.equal(a, b), f"longrope at the training length is not plain RoPE: {(a - b).abs().max():.2e}"
+    far = scaling_at("longrope", 4096, 256, 32, 10000.0)
+    low, high = pos_rope.yarn_correction_range(32, 10000.0, 256, 32.0, 1.0)
+    ramp = pos_rope.yarn_ramp(low, high, 16).double()
+    want = 1 + 15 * ramp
+    got = torch.tensor(far["long_factor"], dtype=torch.float64)
+    assert far["factor"] == 16.0 and torch.allclose(got, want), f"max diff {(got - want).abs().max():.2e}"
+    assert far["short_factor"] == [1.0] * 16
+    rope = pos_rope.ScaledRotaryEmbedding(32, scaling=far)
+    want_af = math.sqrt(1 + math.log(16) / math.log(256))
+    assert abs(rope.attention_factor - want_af) < 1e-12, (rope.attention_factor, want_af)
+
+
+def test_fixed_factor_scaling():
+    from eval_common import factor_label, scaling_at
+    assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
+    assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
+    assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"

@@ -99,3 +99,8 @@ def test_malformed_names_are_one_line_errors(bad):
 def test_fixed_factor_needs_a_scaling():
     with pytest.raises(ValueError, match="needs a scaling"):
         Row("rope", fixed="16")
+
+
+def test_copy_counterpart_names():
+    assert [row_names.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
+        ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]

@@ -1,10 +1,16 @@
-"""train_compare.py for bigger runs: a killed or interrupted variant resumes bit-identically,
-same seed = same weights, two torchrun processes = one process, the GPU preset's flags on a
-CPU, the answers to bad input (learning rate, preset conflicts, broken or foreign states), and
-which checkpoints are real runs (variants.real_run_mismatch on hand-made checkpoint dicts)."""
+"""train_compare.py: the --quick run's checkpoints and log (conftest.quick_repo), a finished variant is
+skipped on a rerun; for bigger runs a killed or interrupted variant resumes bit-identically, same
+seed = same weights, two torchrun processes = one process, the GPU preset's flags on a CPU, the
+answers to bad input (corpus, learning rate, preset conflicts, broken or foreign states), and which
+results folder its checkpoints may write.
+
+Only what is about a process runs in one: the SIGKILL and the Ctrl-C (SIGINT), and torchrun's two
+ranks. Everything else calls train_compare.main in this process, on one thread, as the subprocesses
+run (OMP_NUM_THREADS=1), so that their weights can be compared bit for bit."""
 import contextlib
+import csv
 import io
-import os
+import math
 import shlex
 import shutil
 import signal
@@ -20,28 +26,12 @@ import torch
 
 import tiny_lm
 import train_compare as tcmp
-import train_state
-import training
+from conftest import ENV, ROOT
 from eval_common import LOG_KEYS
 from tiny_lm import GPTConfig, TinyLM
-from variants import TrainConfig, real_run_mismatch
+from variants import TrainConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # tiny tensors: one thread; same in every run
 STEPS = "40"
-
-
-def run(*args, **kw):
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=ENV, **kw)
-
-
-def one_line_error(r, code=2):
-    assert r.returncode == code, f"exit {r.returncode}, stderr: {r.stderr[-800:]}"
-    assert "Traceback" not in r.stderr, r.stderr[-1500:]
-    err = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-    assert len(err) == 1, r.stderr[-1500:]
-    return err[0]
 
 
 def weights(path):
@@ -60,6 +50,62 @@ def assert_same_run(a_path, b_path, what):
             f"{what}: loss history {k} differs: {a['losses'][k]} vs {b['losses'][k]}"
 
 
+def main_in_process(argv) -> tuple:
+    """train_compare.main(argv) here, on one thread: (exit code, stdout, stderr)."""
+    out, err, before = io.StringIO(), io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = tcmp.main(argv)
+            except SystemExit as e:
+                code = e.code
+    finally:
+        torch.set_num_threads(before)
+    return code or 0, out.getvalue(), err.getvalue()
+
+
+# ----------------------------------------------------------------------------- the --quick run
+
+def test_train_compare_writes_checkpoints_and_logs(quick_ck, quick_repo):
+    names = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn", "rope_ft_none", "alibi_ft"]
+    for n in names:
+        assert (quick_ck / f"{n}.pt").is_file(), f"no checkpoint for {n}"
+    rows = list(csv.DictReader(open(quick_repo.res / "train_log.csv")))
+    assert {row["variant"] for row in rows} == set(names) | {"rope_copy", "irope_copy", "rope_copy_ft_yarn"}
+    assert all(math.isfinite(float(row["val_loss"])) for row in rows)
+    assert (quick_repo.res / "train_curves.png").stat().st_size > 10_000
+
+
+def test_rerun_skips_finished_variants(quick_ck, tmp_path):
+    p = quick_ck / "rope.pt"
+    before = p.stat().st_mtime_ns
+    code, out, err = main_in_process(["--quick", "--variants", "rope", "--out", str(quick_ck), "--results",
+                                      str(tmp_path / "t2")])
+    assert code == 0, err[-1000:]
+    assert "exists, skipping" in out
+    assert p.stat().st_mtime_ns == before, "a finished checkpoint was rewritten without --force"
+    assert "other settings" not in out, out
+    # the same checkpoint under another recipe: still skipped, but the user is told what differs
+    code, out, err = main_in_process(["--quick", "--variants", "rope", "--steps", "7", "--lr", "0.01",
+                                      "--out", str(quick_ck), "--results", str(tmp_path / "t2")])
+    assert code == 0, err[-1000:]
+    assert "trained with other settings (lr, steps)" in out, out
+    assert p.stat().st_mtime_ns == before
+
+
+def test_bad_input_train_compare(tmp_path, refused):
+    msg = refused(tcmp.main, ["--quick", "--variants", "rope,bogus", "--out", str(tmp_path)])
+    assert "bogus" in msg and "known" in msg
+    msg = refused(tcmp.main, ["--quick", "--corpus", str(tmp_path / "nope.txt"), "--out", str(tmp_path)])
+    assert "does not exist" in msg
+    (tmp_path / "tiny.txt").write_text("abc")
+    msg = refused(tcmp.main, ["--quick", "--corpus", str(tmp_path / "tiny.txt"), "--out", str(tmp_path)])
+    assert "too small" in msg
+
+
+# ----------------------------------------------------------------------------- resuming, seeds, processes
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """300,000 characters of the default corpus (last 10% for validation): loads in no time."""
@@ -75,10 +121,13 @@ def quick_cmd(corpus, out, *more):
             "--corpus", str(corpus), "--out", str(out), "--results", str(out / "res"), *more]
 
 
-def start_and_stop(cmd, state, sig):
-    """Start cmd, send sig as soon as `state` exists; return (returncode, stdout, stderr)."""
-    p = subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+def start(cmd):
+    return subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def stop_when(p, state, sig):
+    """Send sig to p as soon as `state` exists; return (returncode, stdout, stderr)."""
     deadline = time.monotonic() + 120
     while not state.exists() and p.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -90,48 +139,51 @@ def start_and_stop(cmd, state, sig):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, corpus):
-    """A: uninterrupted. B: SIGKILLed once its first state file exists, then the same command
-    again. The state B left behind is kept as B/kept.state.pt for the error tests."""
+    """A: uninterrupted, in this process. B: a process SIGKILLed once its first state file exists, then
+    the same command again (here). E: a process sent SIGINT (Ctrl-C) once its first state file exists,
+    started beside B (two cores); test_ctrl_c_saves_the_state_and_prints_the_command continues it.
+    The state B left behind is kept as B/kept.state.pt for the error tests."""
     d = tmp_path_factory.mktemp("resume")
-    r = run(*quick_cmd(corpus, d / "A"))
-    assert r.returncode == 0, r.stderr[-2000:]
     state = d / "B" / "rope.state.pt"
-    code, _, err = start_and_stop(quick_cmd(corpus, d / "B"), state, signal.SIGKILL)
+    b, e = start(quick_cmd(corpus, d / "B")), start(quick_cmd(corpus, d / "E"))
+    code, out, err = main_in_process(quick_cmd(corpus, d / "A")[1:])
+    assert code == 0, err[-2000:]
+    code, _, err = stop_when(b, state, signal.SIGKILL)
+    interrupted = stop_when(e, d / "E" / "rope.state.pt", signal.SIGINT)
     assert code == -signal.SIGKILL, f"the run was not killed (exit {code}): {err[-800:]}"
     assert not (d / "B" / "rope.pt").exists(), "the run finished before it was killed: nothing was resumed"
     assert state.is_file(), "no state file after the kill"
     killed_at = weights(state)["step"]
     assert 0 < killed_at < int(STEPS), killed_at
     shutil.copy(state, d / "B" / "kept.state.pt")
-    r = run(*quick_cmd(corpus, d / "B"))
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert f"resuming from step {killed_at} of {STEPS}" in r.stdout, r.stdout
-    return d, killed_at
+    code, out, err = main_in_process(quick_cmd(corpus, d / "B")[1:])
+    assert code == 0, err[-2000:]
+    assert f"resuming from step {killed_at} of {STEPS}" in out, out
+    return d, killed_at, interrupted
 
 
 def test_killed_run_resumes_bit_identical(runs):
-    d, killed_at = runs
+    d, killed_at, _ = runs
     assert_same_run(d / "A" / "rope.pt", d / "B" / "rope.pt", f"killed after step {killed_at}, then resumed")
     assert not (d / "B" / "rope.state.pt").exists(), "the state file must go once the checkpoint is written"
     assert not (d / "A" / "rope.state.pt").exists()
 
 
 def test_same_seed_same_weights_other_seed_differs(runs, corpus):
-    d, _ = runs
-    r = run(*quick_cmd(corpus, d / "C"))
-    assert r.returncode == 0, r.stderr[-2000:]
+    d, _, _ = runs
+    code, _, err = main_in_process(quick_cmd(corpus, d / "C")[1:])
+    assert code == 0, err[-2000:]
     assert_same_run(d / "A" / "rope.pt", d / "C" / "rope.pt", "two runs with seed 0")
-    r = run(*quick_cmd(corpus, d / "D", "--seed", "1"))
-    assert r.returncode == 0, r.stderr[-2000:]
+    code, _, err = main_in_process(quick_cmd(corpus, d / "D", "--seed", "1")[1:])
+    assert code == 0, err[-2000:]
     a, b = weights(d / "A" / "rope.pt")["model"], weights(d / "D" / "rope.pt")["model"]
     same = [k for k in a if torch.equal(a[k], b[k]) and a[k].abs().sum() > 0 and a[k].std() > 0]
     assert not same, f"seed 1 left these random tensors equal to seed 0's: {same}"
 
 
 def test_ctrl_c_saves_the_state_and_prints_the_command(runs, corpus):
-    d, _ = runs
+    d, _, (code, _, err) = runs
     out = d / "E"
-    code, _, err = start_and_stop(quick_cmd(corpus, out), out / "rope.state.pt", signal.SIGINT)
     assert code == 130, f"exit {code} after SIGINT, stderr: {err[-800:]}"
     assert "Traceback" not in err, err[-1500:]
     assert f"training state saved to {out / 'rope.state.pt'}" in err, err[-800:]
@@ -139,17 +191,17 @@ def test_ctrl_c_saves_the_state_and_prints_the_command(runs, corpus):
     assert line, f"no 'continue with:' line in {err[-800:]}"
     argv = shlex.split(line[len("continue with: "):])
     assert argv[:2] == ["python", "train_compare.py"] and argv[2:] == quick_cmd(corpus, out)[1:], argv
-    r = run(*argv[1:])
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "resuming from step" in r.stdout, r.stdout
+    code, stdout, err = main_in_process(argv[2:])
+    assert code == 0, err[-2000:]
+    assert "resuming from step" in stdout, stdout
     assert_same_run(d / "A" / "rope.pt", out / "rope.pt", "interrupted by SIGINT, then continued")
 
 
-def test_truncated_state_gets_one_line_error(runs, corpus, tmp_path):
-    d, _ = runs
+def test_truncated_state_gets_one_line_error(runs, corpus, tmp_path, refused):
+    d, _, _ = runs
     data = (d / "B" / "kept.state.pt").read_bytes()
     (tmp_path / "rope.state.pt").write_bytes(data[:len(data) // 2])
-    msg = one_line_error(run(*quick_cmd(corpus, tmp_path)))
+    msg = refused(tcmp.main, quick_cmd(corpus, tmp_path)[1:])
     assert str(tmp_path / "rope.state.pt") in msg and "delete it" in msg and "--force" in msg, msg
     assert not (tmp_path / "rope.pt").exists(), "a run with a broken state must not train"
     # not a torch file at all, and --force: start over instead
@@ -160,10 +212,10 @@ def test_truncated_state_gets_one_line_error(runs, corpus, tmp_path):
     assert tcmp.load_state(tmp_path / "missing.state.pt", {}) is None
 
 
-def test_state_from_other_settings_is_refused_and_named(runs, corpus, tmp_path):
-    d, _ = runs
+def test_state_from_other_settings_is_refused_and_named(runs, corpus, tmp_path, refused):
+    d, _, _ = runs
     shutil.copy(d / "B" / "kept.state.pt", tmp_path / "rope.state.pt")
-    msg = one_line_error(run(*quick_cmd(corpus, tmp_path, "--seed", "3")))
+    msg = refused(tcmp.main, quick_cmd(corpus, tmp_path, "--seed", "3")[1:])
     assert str(tmp_path / "rope.state.pt") in msg and "train.seed" in msg, msg
     assert "other settings" in msg and "--force" in msg, msg
     saved = weights(tmp_path / "rope.state.pt")["identity"]
@@ -184,18 +236,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_match_one(corpus, tmp_path):
-    """torchrun, 2 CPU processes (gloo), each half of every batch = 1 process, whole batches."""
+    """torchrun, 2 CPU processes (gloo), each half of every batch = 1 process (here), whole batches."""
     common = ["--quick", "--variants", "rope", "--steps", "6", "--eval-every", "1", "--batch-size", "8",
               "--corpus", str(corpus)]
-    r1 = run("train_compare.py", *common, "--out", str(tmp_path / "one"), "--results", str(tmp_path / "r1"))
-    assert r1.returncode == 0, r1.stderr[-2000:]
-    r2 = run("-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-             "--master_port", str(free_port()), "train_compare.py", *common,
-             "--out", str(tmp_path / "two"), "--results", str(tmp_path / "r2"))
-    assert r2.returncode == 0, r2.stderr[-3000:]
-    assert "x 2 processes" in r2.stdout and r2.stdout.count("rope: val loss") == 1, \
-        f"only rank 0 may print: {r2.stdout}"
+    two = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                            "127.0.0.1", "--master_port", str(free_port()), "train_compare.py", *common,
+                            "--out", str(tmp_path / "two"), "--results", str(tmp_path / "r2")],
+                           cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code, _, err = main_in_process([*common, "--out", str(tmp_path / "one"), "--results", str(tmp_path / "r1")])
+    assert code == 0, err[-2000:]
+    out2, err2 = two.communicate(timeout=300)
+    assert two.returncode == 0, err2[-3000:]
+    assert "x 2 processes" in out2 and out2.count("rope: val loss") == 1, f"only rank 0 may print: {out2}"
     a, b = weights(tmp_path / "one" / "rope.pt"), weights(tmp_path / "two" / "rope.pt")
     for k in ("train_loss", "val_loss"):
         x, y = torch.tensor(a["losses"][k]), torch.tensor(b["losses"][k])
@@ -220,8 +274,8 @@ def test_batch_not_divisible_by_processes(tmp_path, capsys, monkeypatch):
     assert not any(tmp_path.iterdir()), "a refused run wrote files"
 
 
-def test_bad_learning_rate_is_one_line(tmp_path, capsys):
-    msg = one_line_error(run("train_compare.py", "--quick", "--lr", "nan", "--out", str(tmp_path)))
+def test_bad_learning_rate_is_one_line(tmp_path, capsys, refused):
+    msg = refused(tcmp.main, ["--quick", "--lr", "nan", "--out", str(tmp_path)])
     assert "--lr" in msg and "nan" in msg, msg
     for lr in ("0", "-0.001", "inf"):
         assert tcmp.main(["--quick", "--lr", lr, "--out", str(tmp_path)]) == 2, lr
@@ -258,122 +312,19 @@ def test_preset_conflicts_and_overrides(capsys):
 
 def test_gpu_preset_flags_work_on_cpu(corpus, tmp_path):
     """--preset gpu with tiny explicit sizes on the CPU: bf16 autocast, the fused-AdamW note."""
-    r = run("train_compare.py", "--preset", "gpu", "--device", "cpu", "--n-layer", "1", "--n-head", "2",
-            "--n-embd", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "2", "--variants", "rope",
-            "--corpus", str(corpus), "--out", str(tmp_path / "ck"), "--results", str(tmp_path / "res"))
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "fused AdamW is CUDA-only" in r.stdout, r.stdout
+    code, out, err = main_in_process(["--preset", "gpu", "--device", "cpu", "--n-layer", "1", "--n-head", "2",
+                                      "--n-embd", "32", "--seq-len", "32", "--batch-size", "4", "--steps", "2",
+                                      "--variants", "rope", "--corpus", str(corpus), "--out", str(tmp_path / "ck"),
+                                      "--results", str(tmp_path / "res")])
+    assert code == 0, err[-2000:]
+    assert "fused AdamW is CUDA-only" in out, out
     ck = weights(tmp_path / "ck" / "rope.pt")
     assert (ck["config"]["n_layer"], ck["config"]["n_embd"], ck["config"]["max_len"]) == (1, 32, 32768), ck["config"]
     tc = ck["extra"]["train_config"]
     assert (tc["seq_len"], tc["batch_size"], tc["lr"], tc["warmup"]) == (32, 4, 1e-3, 100), tc
 
 
-def tiny_setup(seed=0):
-    torch.manual_seed(seed)
-    model = TinyLM(GPTConfig(vocab_size=11, n_layer=1, n_head=2, n_embd=16, pos="rope"))
-    ids = torch.randint(0, 11, (2000,), generator=torch.Generator().manual_seed(1))
-    return model, ids, tcmp.TrainConfig(seq_len=16, batch_size=4, steps=6, warmup=2, eval_every=3, eval_windows=2)
-
-
-@pytest.mark.usefixtures("one_thread")
-def test_saving_the_state_changes_nothing_and_bf16_is_used(tmp_path):
-    """Periodic saves draw no random numbers: the same weights as a plain train(). --amp bf16
-    really runs in bfloat16 (close to float32, not equal). A saved state holds what resuming needs."""
-    m0, ids, tc = tiny_setup()
-    m1, _, _ = tiny_setup()
-    m2, _, _ = tiny_setup()
-    h0 = training.train(m0, ids, ids, tc)
-    state = tmp_path / "s.pt"
-    h1 = training.train(m1, ids, ids, tc, run=tcmp.RunConfig(state_path=state, save_every=2, identity={"x": 1}))
-    assert h0["train_loss"] == h1["train_loss"] and h0["val_loss"] == h1["val_loss"], (h0, h1)
-    differ = [k for k, v in m0.state_dict().items() if not torch.equal(v, m1.state_dict()[k])]
-    assert not differ, f"saving the state changed the training: {differ}"
-    st = weights(state)
-    assert st["step"] == 4 and st["identity"] == {"x": 1} and st["hist"]["step"] == [3], (st["step"], st["hist"])
-    assert {"model", "optimizer", "gen", "rng_torch", "running"} <= st.keys(), st.keys()
-    h2 = training.train(m2, ids, ids, tc, run=tcmp.RunConfig(amp="bf16"))
-    gap = max(abs(a - b) for a, b in zip(h0["train_loss"], h2["train_loss"]))
-    assert 0 < gap < 0.05, f"bf16 autocast vs float32 training loss gap {gap:.2e}: expected small but nonzero"
-
-
-def test_continue_command_with_force_lists_what_is_left():
-    names = ["none", "rope", "alibi"]
-    cmd = tcmp.continue_command(["--force", "--variants", ",".join(names), "--quick"], names, "rope")
-    assert cmd == "python train_compare.py --force --quick --variants rope,alibi", cmd
-    cmd = tcmp.continue_command(["--quick"], ["none", "rope"], "rope")
-    assert cmd == "python train_compare.py --quick", cmd
-
-
-def test_shards_partition_the_global_batch():
-    x = torch.arange(8 * 3).view(8, 3)  # 8 windows
-    parts = [train_state.shard(x, r, 4) for r in range(4)]
-    assert [p.shape for p in parts] == [(2, 3)] * 4, [p.shape for p in parts]
-    rows = sorted(tuple(row.tolist()) for p in parts for row in p)
-    assert rows == sorted(tuple(row.tolist()) for row in x), "the shards must be the batch's windows, each once"
-    assert torch.equal(parts[1], x[[1, 5]]), parts[1]
-    assert train_state.shard(x, 0, 1) is x, "one process takes the whole batch, untouched"
-
-
 # ----------------------------------------------------------------------------- what a real run is
-
-def hand_made(variant, config=None, train=None):
-    """A checkpoint dict as train_compare.py saves one: the default model and recipe, with the
-    fields given here written over them by hand (vocab_size 65, as for Shakespeare)."""
-    return {"config": {**asdict(GPTConfig(vocab_size=65)), **(config or {})},
-            "extra": {"variant": variant, "train_config": {**asdict(TrainConfig()), **(train or {})}}}
-
-
-# rope_ft_yarn's recipe, worked out from the comment above FINETUNES (4x the length, 10% of the
-# steps, the same tokens per step, lr 5e-4, 10 warm-up steps, the factor for 16x) on rope's
-# real recipe (256 x 16, 1,100 steps, 32 evaluation windows), not by calling variants.
-FT_YARN_TRAIN = {"seq_len": 1024, "batch_size": 4, "steps": 110, "lr": 5e-4, "warmup": 10, "min_lr_frac": 1.0,
-                 "eval_every": 27, "eval_windows": 8, "seed": 1}
-FT_YARN_SCALING = {"rope_type": "yarn", "factor": 16.0, "original_max_len": 256}
-
-
-def test_real_runs_are_recognised():
-    real = {"alibi": hand_made("alibi", {"pos": "alibi"}),
-            "gemma_hybrid": hand_made("gemma_hybrid", {"attn_window": 64, "global_every": 4, "global_rope_theta": 1e6,
-                                                       "global_rope_p": 0.25}),
-            "rope_copy": hand_made("rope_copy", train={"steps": 2400}),
-            "rope_ft_yarn": hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING}, FT_YARN_TRAIN),
-            "rope_ft_none": hand_made("rope_ft_none", train=FT_YARN_TRAIN),
-            "alibi_copy_ft": hand_made("alibi_copy_ft", {"pos": "alibi"}, {**FT_YARN_TRAIN, "steps": 240,
-                                                                          "eval_every": 60})}
-    for name, ck in real.items():
-        assert real_run_mismatch(name, ck) == [], f"{name} is a real run, but: {real_run_mismatch(name, ck)}"
-    # another seed is a real run too (runs/seed1 holds them), and so is an older checkpoint whose
-    # config lacks fields added since (they hold their defaults)
-    assert real_run_mismatch("rope", hand_made("rope", train={"seed": 1})) == []
-    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING},
-                                                       {**FT_YARN_TRAIN, "seed": 2})) == []
-    old = hand_made("rope")
-    del old["config"]["temperature_floor"], old["extra"]["train_config"]["decay_embeddings"]
-    assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
-
-
-def test_runs_that_are_not_real_are_named_by_their_fields():
-    quick = hand_made("rope", {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512},
-                      {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4})
-    diff = real_run_mismatch("rope", quick)
-    assert [d.split("=")[0] for d in diff] == ["n_layer", "n_head", "n_embd", "max_len", "seq_len", "batch_size",
-                                                "steps", "warmup", "eval_every", "eval_windows"], diff
-    assert diff[0] == "n_layer=2 (real run: 4)" and "steps=30 (real run: 1100)" in diff, diff
-    assert real_run_mismatch("rope_copy", hand_made("rope_copy")) == ["steps=1100 (real run: 2400)"], \
-        "the copy family trains for 2,400 steps"
-    assert real_run_mismatch("rope", hand_made("rope", train={"steps": 10})) == ["steps=10 (real run: 1100)"]
-    eight = hand_made("rope_ft_yarn", {"rope_scaling": {**FT_YARN_SCALING, "factor": 8.0}}, FT_YARN_TRAIN)
-    assert real_run_mismatch("rope_ft_yarn", eight) == [f"rope_scaling={ {**FT_YARN_SCALING, 'factor': 8.0}!r} "
-                                                        f"(real run: {FT_YARN_SCALING!r})"]
-    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", train=FT_YARN_TRAIN)) == \
-        [f"rope_scaling=None (real run: {FT_YARN_SCALING!r})"], "a fine-tune without its scaling"
-    assert real_run_mismatch("rope", hand_made("alibi", {"pos": "alibi"})) == ["variant='alibi' (real run: 'rope')"]
-    no_record = hand_made("rope")
-    del no_record["extra"]["train_config"]
-    assert real_run_mismatch("rope", no_record) == ["train_config=None (real run: the recipe's)"]
-    assert real_run_mismatch("mystery", hand_made("mystery")) == ["variant 'mystery' is not in the registry"]
-
 
 def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, capsys):
     """prepare_outputs, before any training: the default command (and the copy family's) plans real

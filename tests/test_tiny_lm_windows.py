@@ -1,10 +1,10 @@
-"""Local attention and the hybrid layouts: window masks, blindness beyond the window, the global
-NoPE layer, cached decoding, Llama 4's attention temperature, and defaults left as they were.
+"""TinyLM's local attention and hybrid layouts: a local layer is blind beyond its window, the global
+NoPE layer, cached decoding with a window, Llama 4's attention temperature switched at evaluation,
+the layout options' errors, and defaults left as they were. (The masks themselves and the
+temperature's formula: test_attn_common.py; the hybrid variants' layouts: test_variants.py.)
 
-Every reference mask is built here from its definition, with loops: query row r sits at absolute
-position i = Tk - Tq + r; a sliding window of w keeps keys i - w < j <= i, a chunked one keeps
-keys j <= i with j // w == i // w. Models are tiny (4 layers, 2 heads, 32 channels, 20 tokens)
-and run in float64, so "unchanged" means to 1e-12.
+Query row r sits at absolute position i = Tk - Tq + r. Models are tiny (4 layers, 2 heads,
+32 channels, 20 tokens) and run in float64, so "unchanged" means to 1e-12.
 """
 import math
 
@@ -13,9 +13,7 @@ import torch
 
 import attn_common
 import tiny_lm
-import variants
-from attn_common import attn, attn_sdpa, first_visible_key, llama4_attn_temperature, window_mask
-from pos_alibi import alibi_bias
+from attn_common import first_visible_key, llama4_attn_temperature
 from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,51 +45,6 @@ def make_model(seed: int = 0, shake: float = 0.1, **kw) -> TinyLM:
 
 def ids(B, T, seed):
     return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
-
-
-def keep_by_definition(Tq: int, Tk: int, w: int, kind: str) -> torch.Tensor:
-    """(Tq, Tk) bool from the definition, with loops."""
-    keep = torch.zeros(Tq, Tk, dtype=torch.bool)
-    for r in range(Tq):
-        i = Tk - Tq + r
-        for j in range(Tk):
-            keep[r, j] = (i - w < j <= i) if kind == "sliding" else (j <= i and j // w == i // w)
-    return keep
-
-
-# ============================================================================ the mask
-
-@pytest.mark.parametrize("kind", attn_common.WINDOW_KINDS)
-@pytest.mark.parametrize("Tq, Tk, w", [(1, 1, 1), (8, 8, 1), (8, 8, 3), (16, 16, 4), (16, 16, 16), (7, 7, 20),
-                                       (3, 19, 4), (1, 19, 5), (5, 33, 8)])
-def test_window_mask_matches_definition(kind, Tq, Tk, w):
-    """window_mask == the loop definition; each row's first True key is first_visible_key; every row keeps
-    its own position; a window at least Tk wide is the causal mask (sliding; chunked: one chunk)."""
-    got = window_mask(Tq, Tk, w, kind)
-    want = keep_by_definition(Tq, Tk, w, kind)
-    assert torch.equal(got, want), f"{kind} w={w} ({Tq}, {Tk}): {(got != want).sum().item()} entries differ"
-    for r in range(Tq):
-        i = Tk - Tq + r
-        assert got[r, i] and got[r].nonzero()[0].item() == first_visible_key(i, w, kind), f"row {r}"
-    if w >= Tk:
-        assert torch.equal(got, attn_common.causal_mask(Tq, Tk))
-
-
-@pytest.mark.parametrize("kind", attn_common.WINDOW_KINDS)
-@pytest.mark.parametrize("Tq, Tk, q_chunk", [(12, 12, 256), (12, 12, 5), (4, 17, 3), (1, 17, 256)])
-@pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "alibi"])
-def test_windowed_sdpa_equals_explicit_softmax(kind, Tq, Tk, q_chunk, with_bias):
-    """attn_sdpa(window=) and attn(window=) == softmax(QK^T/sqrt(d) + bias, masked by the definition) V,
-    in query chunks (some partial) and with Tq < Tk (cached decoding); ALiBi's bias carries the causal mask."""
-    g = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64, generator=g) for T in (Tq, Tk, Tk))
-    bias = alibi_bias(3, Tq, Tk, causal=True).double() if with_bias else None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(8) + (0 if bias is None else bias)  # (B, H, Tq, Tk)
-    want = scores.masked_fill(~keep_by_definition(Tq, Tk, 4, kind), float("-inf")).softmax(-1) @ v
-    got = attn_sdpa(q, k, v, score_bias=bias, causal=True, q_chunk=q_chunk, window=4, window_kind=kind)
-    assert max_diff(got, want) < TOL, f"attn_sdpa vs definition, max diff {max_diff(got, want):.2e}"
-    got = attn(q, k, v, score_bias=bias, causal=True, window=4, window_kind=kind)
-    assert max_diff(got, want) < TOL, f"attn vs definition, max diff {max_diff(got, want):.2e}"
 
 
 # ============================================================================ blind beyond the window
@@ -215,23 +168,6 @@ def test_cached_decoding_with_a_window_equals_full_forward(kw):
 
 # ============================================================================ attention temperature
 
-@pytest.mark.parametrize("floor_scale, attn_scale", [(64, 0.1), (8192, 0.1), (4, 0.25)])
-def test_temperature_matches_direct_computation(floor_scale, attn_scale):
-    """llama4_attn_temperature(i) == log(floor((i + 1) / floor_scale) + 1) * attn_scale + 1, in Python floats."""
-    positions = torch.tensor([0, 1, 2, 3, 62, 63, 64, 127, 255, 1000, 4095, 8190, 8191, 100_000])
-    got = llama4_attn_temperature(positions, floor_scale, attn_scale)
-    want = torch.tensor([math.log(math.floor((i + 1) / floor_scale) + 1) * attn_scale + 1 for i in positions.tolist()])
-    assert got.dtype == torch.float32 and max_diff(got, want) < 1e-6, f"max diff {max_diff(got, want):.2e}"
-    assert (got[positions < floor_scale - 1] == 1).all(), "the factor must be exactly 1 before the first step"
-
-
-def test_irope_temperature_values_in_variants_comment():
-    """The numbers variants.py quotes for irope: 1 up to position 62, 1.16 at 255, 1.42 at 4,095."""
-    cfg = variants.VARIANTS["irope"]
-    f = llama4_attn_temperature(torch.tensor([62, 63, 255, 4095]), cfg["temperature_floor"], 0.1)
-    assert f[0] == 1 and f[1] > 1 and round(f[2].item(), 2) == 1.16 and round(f[3].item(), 2) == 1.42, f
-
-
 def test_temperature_is_switched_at_evaluation():
     """One irope model, model.cfg.attn_temperature_tuning flipped: logits at positions 0..2 (factor exactly 1
     with floor 4) are bit-identical, later ones move; switching back restores them bit for bit."""
@@ -248,30 +184,7 @@ def test_temperature_is_switched_at_evaluation():
     assert torch.equal(on, again)
 
 
-# ============================================================================ the variants
-
-def test_hybrid_variants_have_the_documented_layout():
-    """irope: layers 1-3 chunked RoPE, layer 4 global NoPE with the temperature; gemma_hybrid: layers 1-3
-    sliding RoPE at base 10k, layer 4 global with p-RoPE (a quarter of the pairs turn) at base 1M."""
-    model_kw = dict(vocab_size=V, n_layer=4, n_head=4, n_embd=128)
-    irope, _, _ = variants.build_variant("irope", model_kw, variants.TrainConfig(), 0, None)
-    assert (irope.nope_layers, irope.local_layers) == ((3,), (0, 1, 2))
-    assert [b.attn.window for b in irope.blocks] == [64, 64, 64, 0] and irope.cfg.window_kind == "chunked"
-    assert [irope.rope_of(i) is irope.rope for i in range(3)] == [True] * 3 and irope.rope_of(3) is None
-    gemma, _, _ = variants.build_variant("gemma_hybrid", model_kw, variants.TrainConfig(), 0, None)
-    assert (gemma.nope_layers, gemma.local_layers) == ((), (0, 1, 2))
-    assert [b.attn.window for b in gemma.blocks] == [64, 64, 64, 0] and gemma.cfg.window_kind == "sliding"
-    assert gemma.rope_of(0) is gemma.rope and gemma.rope.base == 1e4 and gemma.rope.rope_p == 1.0
-    assert gemma.rope_of(3) is gemma.global_rope and gemma.global_rope.base == 1e6
-    assert (gemma.global_rope.inv_freq > 0).sum().item() == 4, "head dim 32: 16 pairs, a quarter of them turn"
-    old, _, _ = variants.build_variant("irope_global", model_kw, variants.TrainConfig(), 0, None)
-    assert (old.nope_layers, old.local_layers) == ((3,), ())
-    quick, _, _ = variants.build_variant("irope", {**model_kw, **variants.QUICK_MODEL}, variants.TrainConfig(), 0, None)
-    assert (quick.nope_layers, quick.local_layers) == ((1,), (0,)), "--quick (2 layers): the last layer global"
-    for name in ("irope", "gemma_hybrid", "irope_global"):
-        assert name in variants.FAMILIES["current"]
-    assert variants.VARIANTS["irope_copy"] == variants.VARIANTS["irope"]
-
+# ============================================================================ bad options
 
 @pytest.mark.parametrize("kw, match", [
     ({"attn_window": -1}, r"attn_window must be an int >= 0"),
@@ -292,18 +205,6 @@ def test_bad_layout_options_raise_one_line(kw, match):
     with pytest.raises(ValueError, match=match) as e:
         GPTConfig(**{**SMALL, **kw})
     assert "\n" not in str(e.value)
-
-
-def test_bad_window_arguments_raise():
-    q = torch.randn(1, 1, 4, 8)
-    with pytest.raises(ValueError, match="needs causal=True"):
-        attn_sdpa(q, q, q, window=2)
-    with pytest.raises(ValueError, match="needs causal=True"):
-        attn(q, q, q, window=2)
-    with pytest.raises(ValueError, match="unknown window kind"):
-        window_mask(4, 4, 2, "dilated")
-    with pytest.raises(ValueError, match="a local window is an int >= 1"):
-        window_mask(4, 4, 0)
 
 
 # ============================================================================ defaults unchanged

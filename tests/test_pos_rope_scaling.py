@@ -1,5 +1,5 @@
 """RoPE context-extension scaling (pos_rope.scaled_inv_freq and ScaledRotaryEmbedding(scaling=...)),
-in pos_rope's keys; Hugging Face's blocks pasted as they stand (rope_hf.py): tests/test_hf_configs.py.
+in pos_rope's keys; Hugging Face's blocks pasted as they stand (rope_hf.py): tests/test_rope_hf.py.
 
 Checks against hand-computed numbers, against the formulas written out independently
 (the way Hugging Face's modeling_rope_utils.py writes them), and the properties that must
@@ -251,7 +251,7 @@ def test_tiny_lm_runs_beyond_training_length(kind):
 
 @pytest.mark.parametrize("bad, match", [
     ({"rope_type": "axial", "factor": 2.0}, "unknown rope_type 'axial'"),
-    ({"factor": 2.0}, "unknown rope_type None"),  # pos_rope's dicts name their type (HF's blocks: test_hf_configs)
+    ({"factor": 2.0}, "unknown rope_type None"),  # pos_rope's dicts name their type (HF's blocks: test_rope_hf)
     ({"rope_type": "longrope", "factor": 2.0, "original_max_len": 64}, r"needs \['short_factor', 'long_factor'\]"),
     ({"rope_type": "linear", "factor": 0.5}, "factor must be a number >= 1"),
     ({"rope_type": "linear"}, "linear needs a factor"),
@@ -290,8 +290,6 @@ def test_scaled_tables_stay_float32_after_module_cast(kind):
     assert got[0].dtype == torch.float32
     d = max(maxdiff(got[0], want[0]), maxdiff(got[1], want[1]))
     assert d < 1e-6, f"{kind}: tables after .to(bfloat16) differ from float32 ones by {d:.2e}"
-
-
 
 
 def test_yarn_attention_factor_overrides_the_temperature():

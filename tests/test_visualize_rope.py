@@ -1,6 +1,7 @@
-"""visualize_rope's per-pair view (figure 4's rope_pairs.png and rope_pairs.md): which pairs each
+"""visualize_rope.py: the per-pair view (figure 4's rope_pairs.png and rope_pairs.md), which pairs each
 scaling keeps, blends or interpolates, against each method's definition computed here by hand in
-float64, and the logit multiplier against what RotaryEmbedding actually does to q·k."""
+float64, and the logit multiplier against what RotaryEmbedding actually does to q·k; figures 1-4 need
+no checkpoint, and a figure asked for must be made (or refused before any is drawn)."""
 import math
 
 import pytest
@@ -107,3 +108,35 @@ def test_markdown_counts_match_by_hand(tmp_path):
         assert got == want, f"{label} {method}: counts (kept, blended, interpolated) {got} != {want}"
         want_mult = (0.1 * math.log(S) + 1) ** 2 if kind == "yarn" else 1.0
         assert abs(float(mult) - want_mult) < 6e-4, f"{label} {method}: logit multiplier {mult} != {want_mult:.4f}"
+
+
+# ----------------------------------------------------------------------------- the script
+
+def test_visualize_figures_1_to_4_need_no_checkpoint(tmp_path):
+    out = tmp_path / "fig"
+    vr.main(["--only", "1,2,3,4", "--out", str(out), "--positions", "8", "--radius", "16",
+                         "--ckpt", str(tmp_path / "none.pt"), "--ckpt-dir", str(tmp_path / "none")])
+    pngs = ["rope_rotation.png", "rope_relative.png", "rope_decay.png", "rope_wavelengths.png", "rope_pairs.png"]
+    for name in pngs:
+        f = out / name
+        assert f.is_file(), f"figure {name} was not written"
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5_000, \
+            f"{name} is not a real PNG ({f.stat().st_size} bytes)"
+    assert "| YaRN |" in (out / "rope_pairs.md").read_text(), "figure 4's pair table has no YaRN row"
+    assert sorted(p.name for p in out.iterdir()) == sorted(pngs + ["rope_pairs.md"])
+
+
+def test_visualize_rope_figures_asked_for_must_be_made(quick_ck, tmp_path, refused):
+    out = ["--out", str(tmp_path / "fig")]
+    assert "--only" in refused(vr.main, ["--only", "9", *out])
+    assert "--only" in refused(vr.main, ["--only", "1,x", *out])
+    msg = refused(vr.main, ["--only", "5", "--ckpt", str(tmp_path / "missing.pt"), *out])
+    assert "figure 5" in msg and "missing.pt" in msg, msg
+    msg = refused(vr.main, ["--only", "1,6", "--ckpt-dir", str(quick_ck), *out])
+    assert "figure 6" in msg and "rope_theta10.pt" in msg, msg
+    msg = refused(vr.main, ["--only", "5", "--ckpt", str(quick_ck / "alibi.pt"), *out])
+    assert "not a RoPE model" in msg, msg
+    assert not (tmp_path / "fig").exists(), "figure 1 was drawn before figure 6's checkpoints were found missing"
+    # the default (every figure, default folders): a missing checkpoint skips its figure, with a note
+    assert vr.main(["--only", "5", "--ckpt", str(quick_ck / "rope.pt"), *out]) == 0
+    assert (tmp_path / "fig" / "rope_attention.png").is_file()

@@ -5,8 +5,8 @@ nothing is downloaded) loads with rope_hf.from_hf_config, with the head dim, bas
 dims and type the model has. Then the pieces one by one: rope_scaling blocks pasted as they stand
 (HF's names), transformers-5 blocks (rope_theta and partial_rotary_factor inside), the "default"
 type, HF's filling from max_position_embeddings, proportional as p-RoPE, yarn's truncate,
-DeepSeek's mscale pair. The same settings against transformers' own code: tests/test_hf_rope.py
-(skipped without it); pos_rope's own scaling dicts: tests/test_rope_scaling.py.
+DeepSeek's mscale pair. The same settings against transformers' own code: tests/test_rope_hf_transformers.py
+(skipped without it); pos_rope's own scaling dicts: tests/test_pos_rope_scaling.py.
 """
 import json
 import math
@@ -260,7 +260,7 @@ def test_llama31_block_gives_meta_numbers():
 
 
 def test_yarn_attention_factor_in_a_block():
-    """HF's attention_factor replaces 0.1 ln(s) + 1 (the same key in pos_rope's dicts: test_rope_scaling)."""
+    """HF's attention_factor replaces 0.1 ln(s) + 1 (the same key in pos_rope's dicts: test_pos_rope_scaling)."""
     for af in (1.0, 0.7, 1.5):
         rope = from_hf_block(16, {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 64,
                                   "attention_factor": af})
@@ -283,7 +283,7 @@ def test_yarn_attention_factor_in_a_block():
 def test_hugging_face_keys_we_cannot_honour_are_refused(block, kw, match):
     """What remains refused: keys this module cannot honour, and one setting given two values.
     (DeepSeek's mscale pair, gpt-oss's truncate, longrope and partial_rotary_factor in a block are
-    accepted now: tests/test_hf_configs.py.)"""
+    accepted now: the tests above.)"""
     with pytest.raises(ValueError, match=match) as e:
         from_hf_block(64, block, **kw)
     assert "\n" not in str(e.value)
@@ -296,7 +296,7 @@ def test_same_value_under_both_names_is_accepted():
                                                                 "original_max_len": 64})
 
 
-@pytest.mark.parametrize("bad, match", [  # HF's spellings (pos_rope's own dicts: test_rope_scaling's list)
+@pytest.mark.parametrize("bad, match", [  # HF's spellings (pos_rope's own dicts: test_pos_rope_scaling's list)
     ({"factor": 2.0}, r"rope_type 'default' does not take \['factor'\]"),  # no type: HF's plain RoPE
     ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256, "original_max_len": 128},
      "original_max_position_embeddings=256 and original_max_len=128, two names of one setting"),

@@ -1,7 +1,7 @@
-"""The four position encodings against their definitions (papers' formulas written out independently).
-
-Sinusoidal: Vaswani et al. 2017 section 3.5. RoPE: Su et al. 2021. ALiBi: Press et al. 2022.
-Learned: the GPT/BERT lookup table.
+"""pos_rope, plain RoPE (Su et al. 2021) against its definition written out independently: the rotation,
+the relative-position identity (q_m . k_n depends only on m - n), offsets == slices of a longer table,
+the complex fast path == the real rotation, float32 tables. Its options: test_pos_rope_options.py;
+its scalings: test_pos_rope_scaling.py; Hugging Face's configs: test_rope_hf.py.
 """
 import math
 from pathlib import Path
@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import pos_alibi
-import pos_learned
 import pos_rope
-import pos_sin
-from attn_common import attn, attn_sdpa
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -21,96 +17,6 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def max_diff(a, b) -> float:
     return (a.double() - b.double()).abs().max().item()
 
-
-# ============================================================================ sinusoidal
-
-def sin_formula(positions, dim, base=10000.0) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / base^(2i/dim)), PE(pos, 2i+1) = cos(same), with math.sin/math.cos loops."""
-    pe = torch.zeros(len(positions), dim, dtype=torch.float64)
-    for r, pos in enumerate(positions):
-        for c in range(dim):
-            i2 = c - (c % 2)  # the "2i" of this column
-            angle = pos / base ** (i2 / dim)
-            pe[r, c] = math.sin(angle) if c % 2 == 0 else math.cos(angle)
-    return pe
-
-
-@pytest.mark.parametrize("dim", [16, 7])
-def test_sin_table_matches_formula(dim):
-    """sinusoidal_pe equals the paper's formula; an odd dim ends with a lone sin column."""
-    positions = list(range(50))
-    want = sin_formula(positions, dim)
-    got64 = pos_sin.sinusoidal_pe(50, dim, dtype=torch.float64)
-    err = max_diff(got64, want)
-    assert err < 1e-12, f"float64 table vs formula (dim={dim}) max diff {err:.2e}"
-    got32 = pos_sin.sinusoidal_pe(50, dim)
-    assert got32.dtype == torch.float32
-    err = max_diff(got32, want)
-    assert err < 1e-5, f"float32 table vs formula (dim={dim}) max diff {err:.2e}"
-
-
-@pytest.mark.parametrize("k", [1, 7, 100, -3])
-def test_sin_shift_matrix(k):
-    """PE(p + k) = M_k PE(p) for every p: a shift is one fixed linear map (a rotation per pair)."""
-    dim, n = 16, 300
-    pe = pos_sin.sinusoidal_pe(n, dim, dtype=torch.float64)  # rows p = 0..n-1
-    M = pos_sin.shift_matrix(k, dim)
-    lo, hi = max(0, -k), min(n, n - k)                        # p and p + k both inside the table
-    pred = pe[lo:hi] @ M.T                                    # row p: (M_k PE(p))^T
-    err = max_diff(pred, pe[lo + k:hi + k])
-    assert err < 1e-10, f"PE(p+{k}) vs M_{k} PE(p) max diff {err:.2e}"
-    # M_k is a rotation: orthogonal, and does not depend on p (checked above for all p at once).
-    err = max_diff(M @ M.T, torch.eye(dim, dtype=torch.float64))
-    assert err < 1e-12, f"M_{k} M_{k}^T vs I max diff {err:.2e}"
-
-
-def test_sin_shift_matrix_composes():
-    """M_a M_b = M_(a+b), and M_0 = I."""
-    dim = 12
-    err = max_diff(pos_sin.shift_matrix(5, dim) @ pos_sin.shift_matrix(9, dim), pos_sin.shift_matrix(14, dim))
-    assert err < 1e-12, f"M_5 M_9 vs M_14 max diff {err:.2e}"
-    err = max_diff(pos_sin.shift_matrix(0, dim), torch.eye(dim, dtype=torch.float64))
-    assert err < 1e-15, f"M_0 vs I max diff {err:.2e}"
-    with pytest.raises(ValueError, match="even"):
-        pos_sin.shift_matrix(1, 7)
-
-
-def test_sin_no_length_cap():
-    """Positions beyond 5000 (the usual silent cap) are computed, pure function and module alike."""
-    dim = 16
-    positions = list(range(10_000, 10_004))
-    want = sin_formula(positions, dim)
-    got64 = pos_sin.sinusoidal_pe(4, dim, offset=10_000, dtype=torch.float64)
-    err = max_diff(got64, want)
-    assert err < 1e-9, f"float64 PE at positions 10000..10003 vs formula max diff {err:.2e}"
-    mod = pos_sin.SinusoidalPositionalEncoding(dim, init_len=8)
-    got = mod(4, offset=10_000)
-    assert got.shape == (4, dim) and got.dtype == torch.float32
-    assert mod.pe.shape[0] >= 10_004, f"cache did not grow: {mod.pe.shape[0]} rows"
-    # float32 angles near 10^4 carry ~1e-3 rad of rounding; the values are still the formula's.
-    err = max_diff(got, want)
-    assert err < 2e-3, f"module PE at 10000..10003 vs formula max diff {err:.2e}"
-
-
-def test_sin_cache_growth_matches_pure_function():
-    """The module's grown cache gives the same values as the pure function, at every stage of growth."""
-    dim = 10
-    mod = pos_sin.SinusoidalPositionalEncoding(dim, init_len=8)
-    assert "pe" not in mod.state_dict(), "the PE cache is a pure function; it should not be saved"
-    sizes = []
-    for T, offset in [(4, 0), (8, 0), (5, 30), (3, 200), (64, 0)]:
-        got = mod(T, offset)
-        sizes.append(mod.pe.shape[0])
-        want = pos_sin.sinusoidal_pe(T, dim, offset=offset)
-        err = max_diff(got, want)
-        assert err < 1e-6, f"T={T} offset={offset}: module vs sinusoidal_pe max diff {err:.2e}"
-    assert sizes[0] == 8 and sizes == sorted(sizes) and sizes[-1] >= 203, f"cache sizes {sizes}"
-    full = pos_sin.sinusoidal_pe(mod.pe.shape[0], dim)
-    err = max_diff(mod.pe, full)
-    assert err < 1e-6, f"whole grown cache vs pure function max diff {err:.2e}"
-
-
-# ============================================================================ RoPE
 
 D = 16
 
@@ -411,139 +317,3 @@ def test_rope_odd_head_dim_raises():
         pos_rope.apply_rope(torch.randn(1, 1, 4, 9), cos, sin)
     with pytest.raises(ValueError, match="pairing"):
         pos_rope.RotaryEmbedding(8, pairing="interleaved")
-
-
-# ============================================================================ ALiBi
-
-@pytest.mark.parametrize("n_head,exponents", [
-    (8, [1, 2, 3, 4, 5, 6, 7, 8]),
-    (12, [1, 2, 3, 4, 5, 6, 7, 8, 0.5, 1.5, 2.5, 3.5]),
-    (16, [0.5 * h for h in range(1, 17)]),
-    (1, [8]),
-])
-def test_alibi_slopes_match_paper(n_head, exponents):
-    """Press et al. section 3: m_h = 2^(-8h/n); non-powers of two interleave the next power's slopes."""
-    got = pos_alibi.alibi_slopes(n_head)
-    want = torch.tensor([2.0 ** -e for e in exponents], dtype=torch.float64)
-    assert got.shape == (n_head,) and got.dtype == torch.float32
-    err = max_diff(got, want)
-    assert err < 1e-7, f"{n_head} heads: slopes max diff {err:.2e}; got {got.tolist()}"
-
-
-def test_alibi_bias_definition():
-    """bias[h, i, j] == -m_h (i - j); symmetric == -m_h |i - j|; checked entry by entry."""
-    H, T = 4, 6
-    m = [2.0 ** (-8.0 * h / H) for h in range(1, H + 1)]
-    for symmetric in (False, True):
-        bias = pos_alibi.alibi_bias(H, T, symmetric=symmetric)
-        assert bias.shape == (H, T, T)
-        worst = 0.0
-        for h in range(H):
-            for i in range(T):
-                for j in range(T):
-                    want = -m[h] * (abs(i - j) if symmetric else (i - j))
-                    worst = max(worst, abs(bias[h, i, j].item() - want))
-        assert worst < 1e-6, f"symmetric={symmetric}: bias vs -m(i-j) max diff {worst:.2e}"
-    mod = pos_alibi.ALiBi(H)
-    assert torch.equal(mod(T), pos_alibi.alibi_bias(H, T)), "ALiBi module vs alibi_bias differ"
-
-
-def test_alibi_short_query_is_last_rows():
-    """q_len < k_len (cached decoding): queries sit at positions k_len - q_len ..; equal to the full bias's last rows."""
-    H, Tq, Tk = 4, 3, 10
-    for symmetric in (False, True):
-        full = pos_alibi.alibi_bias(H, Tk, symmetric=symmetric)
-        last = pos_alibi.alibi_bias(H, Tq, Tk, symmetric=symmetric)
-        assert last.shape == (H, Tq, Tk)
-        err = max_diff(last, full[:, Tk - Tq:])
-        assert err == 0.0, f"symmetric={symmetric}: q_len<k_len bias vs last rows max diff {err:.2e}"
-    with pytest.raises(ValueError, match="k_len"):
-        pos_alibi.alibi_bias(H, 5, 3)
-
-
-@pytest.mark.parametrize("Tq,Tk", [(7, 7), (2, 7)])
-def test_alibi_key_form_equals_distance_form_under_causal_mask(Tq, Tk):
-    """softmax(s - m(i-j)) == softmax(s + m j) row by row when keys j > i are masked (row constants cancel)."""
-    H = 4
-    gen = torch.Generator().manual_seed(8)
-    q = torch.randn(1, H, Tq, D, dtype=torch.float64, generator=gen)
-    k = torch.randn(1, H, Tk, D, dtype=torch.float64, generator=gen)
-    v = torch.randn(1, H, Tk, D, dtype=torch.float64, generator=gen)
-    dist = pos_alibi.alibi_bias(H, Tq, Tk).double()
-    key = pos_alibi.alibi_bias(H, Tq, Tk, form="key").double()
-    assert key.shape == (H, 1, Tk)
-    out_d, w_d = attn(q, k, v, score_bias=dist, causal=True, return_weights=True)
-    out_k, w_k = attn(q, k, v, score_bias=key, causal=True, return_weights=True)
-    err = max_diff(w_d, w_k)
-    assert err < 1e-10, f"causal weights, distance vs key form max diff {err:.2e}"
-    masked = pos_alibi.alibi_bias(H, Tq, Tk, causal=True).double()  # the form the model hands attn_sdpa
-    err = max_diff(attn_sdpa(q, k, v, score_bias=masked, causal=True), out_k)
-    assert err < 1e-10, f"attn_sdpa with the causal bias vs attn with the key form max diff {err:.2e}"
-    # Under the mask only j <= i is seen, where |i - j| = i - j: the symmetric form agrees too.
-    sym = pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True).double()
-    _, w_s = attn(q, k, v, score_bias=sym, causal=True, return_weights=True)
-    err = max_diff(w_s, w_k)
-    assert err < 1e-10, f"causal weights, symmetric vs key form max diff {err:.2e}"
-    # Not vacuous: without the mask, m j is not -m |i - j| (it rewards keys to the right).
-    _, w_open_s = attn(q, k, v, score_bias=sym, return_weights=True)
-    _, w_open_k = attn(q, k, v, score_bias=key, return_weights=True)
-    diff = max_diff(w_open_s, w_open_k)
-    assert diff > 1e-3, f"key and symmetric forms should differ without the mask (max diff {diff:.2e})"
-    # (The directional form -m(i - j) = m j - m i differs from m j by a per-row constant, so those two
-    # agree with or without a mask; "key form needs the causal mask" is about the symmetric meaning.)
-    _, w_open_d = attn(q, k, v, score_bias=dist, return_weights=True)
-    err = max_diff(w_open_d, w_open_k)
-    assert err < 1e-10, f"unmasked weights, directional distance vs key form max diff {err:.2e}"
-    with pytest.raises(ValueError, match="causal"):
-        pos_alibi.alibi_bias(H, Tq, Tk, symmetric=True, form="key")
-
-
-@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 9), (1, 5)])
-def test_alibi_causal_bias_definition(Tq, Tk):
-    """causal=True: -m_h (i - j) where key j <= query position i = Tk - Tq + r, -inf where j > i; entry by entry."""
-    H = 4
-    m = [2.0 ** (-8.0 * h / H) for h in range(1, H + 1)]
-    for bias in (pos_alibi.alibi_bias(H, Tq, Tk, causal=True), pos_alibi.ALiBi(H, causal=True)(Tq, Tk)):
-        assert bias.shape == (H, Tq, Tk)
-        worst = 0.0
-        for h in range(H):
-            for r in range(Tq):
-                i = Tk - Tq + r
-                for j in range(Tk):
-                    got = bias[h, r, j].item()
-                    if j > i:
-                        assert got == float("-inf"), f"h={h}, i={i}, j={j}: a later key got {got}, want -inf"
-                    else:
-                        worst = max(worst, abs(got + m[h] * (i - j)))
-        assert worst < 1e-6, f"causal bias vs -m(i-j) on the visible keys: max diff {worst:.2e}"
-
-
-# ============================================================================ learned
-
-def test_learned_offset_and_overflow():
-    """forward(T, offset) returns rows offset..offset+T-1; asking past the table names the limit."""
-    pe = pos_learned.LearnedPositionalEmbedding(max_len=16, dim=8)
-    full = pe(16)
-    assert torch.equal(full, pe.table.weight), "pe(max_len) should be the whole table"
-    assert torch.equal(pe(4, offset=10), full[10:14])
-    for T, offset in [(17, 0), (1, 16), (4, 13)]:
-        with pytest.raises(ValueError, match=r"16 rows") as e:
-            pe(T, offset)
-        assert f"position {offset + T - 1}" in str(e.value), str(e.value)
-
-
-def test_learned_untrained_rows_get_no_gradient():
-    """Training at length 8 on a 16-row table: rows 8..15 get exactly zero gradient and never move."""
-    pe = pos_learned.LearnedPositionalEmbedding(max_len=16, dim=8)
-    before = pe.table.weight.detach().clone()
-    opt = torch.optim.Adam(pe.parameters(), lr=0.1)
-    for _ in range(3):
-        opt.zero_grad()
-        (pe(8) - 1.0).pow(2).sum().backward()
-        opt.step()
-    g = pe.table.weight.grad
-    assert g[8:].abs().max().item() == 0.0, f"rows past the training length got gradient {g[8:].abs().max():.2e}"
-    assert (g[:8].abs().sum(dim=1) > 0).all(), "every trained row should get gradient"
-    moved = (pe.table.weight - before).abs().sum(dim=1)
-    assert moved[8:].max().item() == 0.0, f"untrained rows moved by {moved[8:].max():.2e}"
-    assert (moved[:8] > 0).all()

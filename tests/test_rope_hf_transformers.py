@@ -1,4 +1,5 @@
-"""pos_rope and rope_hf against Hugging Face's own code, where transformers is installed (CI skips this file).
+"""pos_rope and rope_hf against Hugging Face's own code, where transformers is installed (skipped
+without it: requirements-test.txt installs it).
 
 1. The functions: inverse frequencies and attention factor of every rope_type in transformers'
    ROPE_INIT_FUNCTIONS (and "default"), each with and without partial rotary, to 1e-6, from the

@@ -12,8 +12,6 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import breakage_test as bt  # noqa: E402
-import training  # noqa: E402
-import variants  # noqa: E402
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 
 
@@ -37,7 +35,6 @@ def _model(pos="none", causal=False, n_layer=2, vocab=19, seed=0):
 
 
 # ----------------------------------------------------------------------------- the task
-
 
 def test_training_set_is_balanced_and_closed_under_swap():
     task = bt.make_task(12, 6, heldout_rings=1, seed=3)
@@ -82,7 +79,6 @@ def test_test_set_depends_on_its_own_seed():
 
 
 # ----------------------------------------------------------------------------- the permutation argument
-
 
 def test_bidirectional_nope_is_permutation_equivariant():
     m = _model(pos="none", causal=False, vocab=50)
@@ -138,8 +134,7 @@ def test_evaluate_twins_gives_exact_chance_for_a_blind_model():
     assert ev["acc"] == 0.5 and ev["twins_same_prediction"] == 1.0, ev
 
 
-# ----------------------------------------------------------------------------- training with train()
-
+# ----------------------------------------------------------------------------- the answer batches
 
 def test_answer_batches_put_the_loss_on_the_answer_only():
     task = bt.make_task()
@@ -156,38 +151,7 @@ def test_answer_batches_put_the_loss_on_the_answer_only():
                         f"(diff {diff:.1e}): does TinyLM still skip target {bt.IGNORE}?"
 
 
-def test_train_with_a_batch_function_is_the_plain_recipe():
-    """train(batches=...) = AdamW from make_optimizer, lr_at's schedule, clipping, and batches
-    drawn in step order from a generator seeded tc.seed + 12345; checked against a loop written here."""
-    task = bt.make_task()
-    x, y = bt.training_set(task)
-    tc = variants.TrainConfig(seq_len=4, batch_size=8, steps=6, warmup=2, eval_every=3, seed=5)
-    batches = bt.answer_batches(x, y, tc.batch_size)
-    m1 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
-    m2 = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_layer=2, n_head=2, n_embd=16, max_len=8))
-    m2.load_state_dict(m1.state_dict())
-    hist = training.train(m1, None, None, tc, batches=batches)
-    opt, gen, losses = variants.make_optimizer(m2, tc), torch.Generator().manual_seed(tc.seed + 12345), []
-    for step in range(tc.steps):
-        xb, yb = batches(step, gen)
-        for g in opt.param_groups:
-            g["lr"] = variants.lr_at(step, tc)
-        loss = F.cross_entropy(m2(xb).logits[:, -1, :], yb[:, -1])
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m2.parameters(), tc.grad_clip)
-        opt.step()
-        losses.append(loss.item())
-    diff = max((a - b).abs().max().item() for a, b in zip(m1.parameters(), m2.parameters()))
-    assert diff < 1e-5, f"train() and the plain loop end with different weights: max diff {diff:.1e}"
-    want = [sum(losses[:3]) / 3, sum(losses[3:]) / 3]
-    got_diff = max(abs(a - b) for a, b in zip(hist["train_loss"], want))
-    assert hist["step"] == [3, 6] and got_diff < 1e-5, f"{hist['train_loss']} vs {want} (max diff {got_diff:.1e})"
-    assert hist["val_loss"] == [None, None], "no validation text: val_loss entries must be None"
-
-
 # ----------------------------------------------------------------------------- left-to-right tools
-
 
 def test_own_sampler_equals_generate_for_a_causal_model():
     m = _model(pos="rope", causal=True, vocab=30)
@@ -211,13 +175,13 @@ def test_left_to_right_loss_matches_last_window_position():
 
 # ----------------------------------------------------------------------------- the script
 
-
 def test_quick_writes_under_runs_quick_by_default():
     assert bt.parse_args(["--quick"]).out == "runs/quick/breakage"
     assert bt.parse_args([]).out == "results"
     assert bt.parse_args(["--quick", "--out", "/elsewhere"]).out == "/elsewhere"
 
 
+@pytest.mark.slow
 def test_quick_run_writes_its_files(tmp_path):
     rc = bt.main(["--quick", "--out", str(tmp_path)])
     assert rc == 0

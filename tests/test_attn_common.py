@@ -1,8 +1,11 @@
-"""attn_common: the explicit attn() against torch's fused kernel, and attention as a set operation.
+"""attn_common: the explicit attn() against torch's fused kernel, the causal and local-window masks,
+extra logits (attention sinks), Llama 4's temperature, and attention as a set operation.
 
 Every reference mask here is built independently of attn_common.causal_mask, from the
 definition "query i sits at absolute position Tk - Tq + i and may attend to keys j <= that".
-Float64 throughout, so agreement is to ~1e-12, not to float32 noise.
+Float64 throughout, so agreement is to ~1e-12, not to float32 noise. The window masks likewise, with
+loops: a sliding window of w keeps keys i - w < j <= i, a chunked one keeps keys j <= i with
+j // w == i // w.
 """
 import math
 
@@ -14,7 +17,9 @@ import pos_alibi
 import pos_learned
 import pos_rope
 import pos_sin
-from attn_common import attn, attn_sdpa, causal_mask
+import attn_common
+from attn_common import attn, attn_sdpa, causal_mask, first_visible_key, llama4_attn_temperature, window_mask
+from pos_alibi import alibi_bias
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -296,4 +301,71 @@ def test_symmetric_alibi_is_blind_to_reversal(layer_parts):
     assert err < TOL64, f"symmetric ALiBi under reversal: max diff {err:.2e} (should be equivariant)"
     err = max_diff(one_layer(x[REVERSE], "alibi", mods, W), one_layer(x, "alibi", mods, W)[REVERSE])
     assert err > 1e-3, f"directional ALiBi -m(i-j) under reversal: max diff {err:.2e} (should see the order)"
+
+
+# ----------------------------------------------------------------------------- local windows and the temperature
+
+def keep_by_definition(Tq: int, Tk: int, w: int, kind: str) -> torch.Tensor:
+    """(Tq, Tk) bool from the definition, with loops."""
+    keep = torch.zeros(Tq, Tk, dtype=torch.bool)
+    for r in range(Tq):
+        i = Tk - Tq + r
+        for j in range(Tk):
+            keep[r, j] = (i - w < j <= i) if kind == "sliding" else (j <= i and j // w == i // w)
+    return keep
+
+
+@pytest.mark.parametrize("kind", attn_common.WINDOW_KINDS)
+@pytest.mark.parametrize("Tq, Tk, w", [(1, 1, 1), (8, 8, 1), (8, 8, 3), (16, 16, 4), (16, 16, 16), (7, 7, 20),
+                                       (3, 19, 4), (1, 19, 5), (5, 33, 8)])
+def test_window_mask_matches_definition(kind, Tq, Tk, w):
+    """window_mask == the loop definition; each row's first True key is first_visible_key; every row keeps
+    its own position; a window at least Tk wide is the causal mask (sliding; chunked: one chunk)."""
+    got = window_mask(Tq, Tk, w, kind)
+    want = keep_by_definition(Tq, Tk, w, kind)
+    assert torch.equal(got, want), f"{kind} w={w} ({Tq}, {Tk}): {(got != want).sum().item()} entries differ"
+    for r in range(Tq):
+        i = Tk - Tq + r
+        assert got[r, i] and got[r].nonzero()[0].item() == first_visible_key(i, w, kind), f"row {r}"
+    if w >= Tk:
+        assert torch.equal(got, attn_common.causal_mask(Tq, Tk))
+
+
+@pytest.mark.parametrize("kind", attn_common.WINDOW_KINDS)
+@pytest.mark.parametrize("Tq, Tk, q_chunk", [(12, 12, 256), (12, 12, 5), (4, 17, 3), (1, 17, 256)])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no_bias", "alibi"])
+def test_windowed_sdpa_equals_explicit_softmax(kind, Tq, Tk, q_chunk, with_bias):
+    """attn_sdpa(window=) and attn(window=) == softmax(QK^T/sqrt(d) + bias, masked by the definition) V,
+    in query chunks (some partial) and with Tq < Tk (cached decoding); ALiBi's bias carries the causal mask."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, T, 8, dtype=torch.float64, generator=g) for T in (Tq, Tk, Tk))
+    bias = alibi_bias(3, Tq, Tk, causal=True).double() if with_bias else None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8) + (0 if bias is None else bias)  # (B, H, Tq, Tk)
+    want = scores.masked_fill(~keep_by_definition(Tq, Tk, 4, kind), float("-inf")).softmax(-1) @ v
+    got = attn_sdpa(q, k, v, score_bias=bias, causal=True, q_chunk=q_chunk, window=4, window_kind=kind)
+    assert max_diff(got, want) < TOL64, f"attn_sdpa vs definition, max diff {max_diff(got, want):.2e}"
+    got = attn(q, k, v, score_bias=bias, causal=True, window=4, window_kind=kind)
+    assert max_diff(got, want) < TOL64, f"attn vs definition, max diff {max_diff(got, want):.2e}"
+
+
+@pytest.mark.parametrize("floor_scale, attn_scale", [(64, 0.1), (8192, 0.1), (4, 0.25)])
+def test_temperature_matches_direct_computation(floor_scale, attn_scale):
+    """llama4_attn_temperature(i) == log(floor((i + 1) / floor_scale) + 1) * attn_scale + 1, in Python floats."""
+    positions = torch.tensor([0, 1, 2, 3, 62, 63, 64, 127, 255, 1000, 4095, 8190, 8191, 100_000])
+    got = llama4_attn_temperature(positions, floor_scale, attn_scale)
+    want = torch.tensor([math.log(math.floor((i + 1) / floor_scale) + 1) * attn_scale + 1 for i in positions.tolist()])
+    assert got.dtype == torch.float32 and max_diff(got, want) < 1e-6, f"max diff {max_diff(got, want):.2e}"
+    assert (got[positions < floor_scale - 1] == 1).all(), "the factor must be exactly 1 before the first step"
+
+
+def test_bad_window_arguments_raise():
+    q = torch.randn(1, 1, 4, 8)
+    with pytest.raises(ValueError, match="needs causal=True"):
+        attn_sdpa(q, q, q, window=2)
+    with pytest.raises(ValueError, match="needs causal=True"):
+        attn(q, q, q, window=2)
+    with pytest.raises(ValueError, match="unknown window kind"):
+        window_mask(4, 4, 2, "dilated")
+    with pytest.raises(ValueError, match="a local window is an int >= 1"):
+        window_mask(4, 4, 0)
 

@@ -1,0 +1,57 @@
+"""tables.py, the README's computed tables: the glance table applies its stated rules, the copy family's
+table names each row's text twin, and tables are synced only into the repository's own pages.
+(That the pages hold what these give: test_readme.py.)"""
+import json
+
+import eval_common as EC
+import tables
+from tables import copy_family_table
+
+
+def _write(tmp_path, ppl, effective, exact):
+    """exact: {variant: (worst exact match at d <= 200, exact match at d = 512)}."""
+    rows = [{"variant": n, "ppl_256": p[0], "ppl_4096": p[1]} for n, p in ppl.items()]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    (tmp_path / "context_use.json").write_text(json.dumps(
+        {"meta": {}, "rows": [{"variant": n, "effective_context": c} for n, c in effective.items()]}))
+    ret = [{"variant": n, "distance": d, "exact": e} for n, (near, far) in exact.items()
+           for d, e in ((32, 1.0), (200, near), (512, far), (1024, 1.0))]
+    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": ret}))
+
+
+def test_glance_table_applies_the_stated_rules(tmp_path):
+    _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
+           {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
+                                          "rope_copy_ft_yarn": (0.9, 0.49), "rope": (0.0, 0.0)})
+    lines = {l.split(" | ")[0][2:]: l for l in tables.glance_table(tmp_path).splitlines()[2:]}
+    assert list(lines) == ["rope", "alibi", "rope+yarn", "rope_ft_yarn"], lines
+    # breaks: ratio 6.0 / 5.0 = 1.2 is not > 1.2; 6.01 / 5.0 is. passkey: the worst d <= 200 (and d = 512), >= 50%;
+    # the text model's own passkey and its copy-trained twin's each in their own columns, the twin named
+    assert "| 6.00 | no | yes (448) | no (0%) | rope_copy | no / no (49% / 0%) |" in lines["rope"], lines["rope"]
+    assert "| 6.01 | yes | no (192) | not measured | alibi_copy | yes / yes (50% / 50%) |" in lines["alibi"], \
+        lines["alibi"]
+    assert lines["rope+yarn"].endswith("| yes | not measured | not measured | - | not measured |"), lines["rope+yarn"]
+    assert lines["rope_ft_yarn"].endswith("| rope_copy_ft_yarn | yes / no (90% / 49%) |"), lines["rope_ft_yarn"]
+
+
+def test_sync_table_writes_only_for_the_repository_results(tmp_path):
+    page = EC.HERE / "README.md"
+    before = page.read_text(encoding="utf-8")
+    tables.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
+    assert page.read_text(encoding="utf-8") == before
+
+
+def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
+    """copy_family_table reads irope_copy_notemp and its "(temp on)" row: the checkpoint's own ppl,
+    and irope as the text-trained counterpart (there is no irope_notemp)."""
+    ex = [{"variant": n, "train_len": 256, "ppl_256": p} for n, p in
+          (("irope", 5.12), ("irope_copy", 5.55), ("irope_copy_notemp", 5.61))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
+    rows = [{"variant": v, "family": "copy", "distance": d, "exact": 0.5, "per_char": 0.9}
+            for v in ("irope_copy", "irope_copy (no temp)", "irope_copy_notemp", "irope_copy_notemp (temp on)")
+            for d in (32, 512)]
+    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    lines = {ln.split(" | ")[0][2:]: ln for ln in copy_family_table(tmp_path).splitlines()[2:] if ln.startswith("| ")}
+    assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
+    assert lines["irope_copy_notemp (temp on)"].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
+    assert lines["irope_copy (no temp)"].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines

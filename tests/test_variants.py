@@ -1,0 +1,113 @@
+"""variants.py, the registry of what train_compare.py trains: which checkpoints are real runs
+(real_run_mismatch on hand-made checkpoint dicts), the folders smoke runs and previews write,
+and the hybrid variants' documented layouts and temperature numbers."""
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+import variants
+from attn_common import llama4_attn_temperature
+from tiny_lm import GPTConfig
+from variants import TrainConfig, real_run_mismatch
+
+V = 20
+
+
+# ----------------------------------------------------------------------------- what a real run is
+
+def hand_made(variant, config=None, train=None):
+    """A checkpoint dict as train_compare.py saves one: the default model and recipe, with the
+    fields given here written over them by hand (vocab_size 65, as for Shakespeare)."""
+    return {"config": {**asdict(GPTConfig(vocab_size=65)), **(config or {})},
+            "extra": {"variant": variant, "train_config": {**asdict(TrainConfig()), **(train or {})}}}
+
+
+# rope_ft_yarn's recipe, worked out from the comment above FINETUNES (4x the length, 10% of the
+# steps, the same tokens per step, lr 5e-4, 10 warm-up steps, the factor for 16x) on rope's
+# real recipe (256 x 16, 1,100 steps, 32 evaluation windows), not by calling variants.
+FT_YARN_TRAIN = {"seq_len": 1024, "batch_size": 4, "steps": 110, "lr": 5e-4, "warmup": 10, "min_lr_frac": 1.0,
+                 "eval_every": 27, "eval_windows": 8, "seed": 1}
+FT_YARN_SCALING = {"rope_type": "yarn", "factor": 16.0, "original_max_len": 256}
+
+
+def test_real_runs_are_recognised():
+    real = {"alibi": hand_made("alibi", {"pos": "alibi"}),
+            "gemma_hybrid": hand_made("gemma_hybrid", {"attn_window": 64, "global_every": 4, "global_rope_theta": 1e6,
+                                                       "global_rope_p": 0.25}),
+            "rope_copy": hand_made("rope_copy", train={"steps": 2400}),
+            "rope_ft_yarn": hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING}, FT_YARN_TRAIN),
+            "rope_ft_none": hand_made("rope_ft_none", train=FT_YARN_TRAIN),
+            "alibi_copy_ft": hand_made("alibi_copy_ft", {"pos": "alibi"}, {**FT_YARN_TRAIN, "steps": 240,
+                                                                          "eval_every": 60})}
+    for name, ck in real.items():
+        assert real_run_mismatch(name, ck) == [], f"{name} is a real run, but: {real_run_mismatch(name, ck)}"
+    # another seed is a real run too (runs/seed1 holds them), and so is an older checkpoint whose
+    # config lacks fields added since (they hold their defaults)
+    assert real_run_mismatch("rope", hand_made("rope", train={"seed": 1})) == []
+    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING},
+                                                       {**FT_YARN_TRAIN, "seed": 2})) == []
+    old = hand_made("rope")
+    del old["config"]["temperature_floor"], old["extra"]["train_config"]["decay_embeddings"]
+    assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
+
+
+def test_runs_that_are_not_real_are_named_by_their_fields():
+    quick = hand_made("rope", {"n_layer": 2, "n_head": 2, "n_embd": 32, "max_len": 512},
+                      {"seq_len": 64, "batch_size": 8, "steps": 30, "warmup": 5, "eval_every": 10, "eval_windows": 4})
+    diff = real_run_mismatch("rope", quick)
+    assert [d.split("=")[0] for d in diff] == ["n_layer", "n_head", "n_embd", "max_len", "seq_len", "batch_size",
+                                                "steps", "warmup", "eval_every", "eval_windows"], diff
+    assert diff[0] == "n_layer=2 (real run: 4)" and "steps=30 (real run: 1100)" in diff, diff
+    assert real_run_mismatch("rope_copy", hand_made("rope_copy")) == ["steps=1100 (real run: 2400)"], \
+        "the copy family trains for 2,400 steps"
+    assert real_run_mismatch("rope", hand_made("rope", train={"steps": 10})) == ["steps=10 (real run: 1100)"]
+    eight = hand_made("rope_ft_yarn", {"rope_scaling": {**FT_YARN_SCALING, "factor": 8.0}}, FT_YARN_TRAIN)
+    assert real_run_mismatch("rope_ft_yarn", eight) == [f"rope_scaling={ {**FT_YARN_SCALING, 'factor': 8.0}!r} "
+                                                        f"(real run: {FT_YARN_SCALING!r})"]
+    assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", train=FT_YARN_TRAIN)) == \
+        [f"rope_scaling=None (real run: {FT_YARN_SCALING!r})"], "a fine-tune without its scaling"
+    assert real_run_mismatch("rope", hand_made("alibi", {"pos": "alibi"})) == ["variant='alibi' (real run: 'rope')"]
+    no_record = hand_made("rope")
+    del no_record["extra"]["train_config"]
+    assert real_run_mismatch("rope", no_record) == ["train_config=None (real run: the recipe's)"]
+    assert real_run_mismatch("mystery", hand_made("mystery")) == ["variant 'mystery' is not in the registry"]
+
+
+def test_run_dirs_keep_smoke_runs_and_previews_out_of_results():
+    assert variants.run_dirs() == (Path("runs/main"), Path("results"))
+    for kw in ({"quick": True}, {"preset": "preview"}):
+        ckpt, results = variants.run_dirs(**kw)
+        assert results.parts[0] == "runs" and results.parent == ckpt, (kw, ckpt, results)
+
+
+# ----------------------------------------------------------------------------- the hybrid variants
+
+def test_irope_temperature_values_in_variants_comment():
+    """The numbers variants.py quotes for irope: 1 up to position 62, 1.16 at 255, 1.42 at 4,095."""
+    cfg = variants.VARIANTS["irope"]
+    f = llama4_attn_temperature(torch.tensor([62, 63, 255, 4095]), cfg["temperature_floor"], 0.1)
+    assert f[0] == 1 and f[1] > 1 and round(f[2].item(), 2) == 1.16 and round(f[3].item(), 2) == 1.42, f
+
+
+def test_hybrid_variants_have_the_documented_layout():
+    """irope: layers 1-3 chunked RoPE, layer 4 global NoPE with the temperature; gemma_hybrid: layers 1-3
+    sliding RoPE at base 10k, layer 4 global with p-RoPE (a quarter of the pairs turn) at base 1M."""
+    model_kw = dict(vocab_size=V, n_layer=4, n_head=4, n_embd=128)
+    irope, _, _ = variants.build_variant("irope", model_kw, variants.TrainConfig(), 0, None)
+    assert (irope.nope_layers, irope.local_layers) == ((3,), (0, 1, 2))
+    assert [b.attn.window for b in irope.blocks] == [64, 64, 64, 0] and irope.cfg.window_kind == "chunked"
+    assert [irope.rope_of(i) is irope.rope for i in range(3)] == [True] * 3 and irope.rope_of(3) is None
+    gemma, _, _ = variants.build_variant("gemma_hybrid", model_kw, variants.TrainConfig(), 0, None)
+    assert (gemma.nope_layers, gemma.local_layers) == ((), (0, 1, 2))
+    assert [b.attn.window for b in gemma.blocks] == [64, 64, 64, 0] and gemma.cfg.window_kind == "sliding"
+    assert gemma.rope_of(0) is gemma.rope and gemma.rope.base == 1e4 and gemma.rope.rope_p == 1.0
+    assert gemma.rope_of(3) is gemma.global_rope and gemma.global_rope.base == 1e6
+    assert (gemma.global_rope.inv_freq > 0).sum().item() == 4, "head dim 32: 16 pairs, a quarter of them turn"
+    old, _, _ = variants.build_variant("irope_global", model_kw, variants.TrainConfig(), 0, None)
+    assert (old.nope_layers, old.local_layers) == ((3,), ())
+    quick, _, _ = variants.build_variant("irope", {**model_kw, **variants.QUICK_MODEL}, variants.TrainConfig(), 0, None)
+    assert (quick.nope_layers, quick.local_layers) == ((1,), (0,)), "--quick (2 layers): the last layer global"
+    for name in ("irope", "gemma_hybrid", "irope_global"):
+        assert name in variants.FAMILIES["current"]
+    assert variants.VARIANTS["irope_copy"] == variants.VARIANTS["irope"]
