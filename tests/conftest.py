@@ -216,8 +216,8 @@ CHAIN = [["!train_compare.py", "--quick"],
          ["!train_compare.py", *SHRUNK_PREVIEW],
          ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"],
          ["train_compare.py", *SHRUNK_PREVIEW, "--variants", "rope", "--out", "runs/preview_rope"]]
-INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
-               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
+INDEPENDENT = [["benchmark.py", "--quick", "--lengths", "16,40", "--repeats", "1"],  # read by test_benchmark.py
+               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],  # read by test_breakage_test.py
                ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
 # The commands in NOT_REAL choose no mode at all: the checkpoints they read are not real runs, and
 # that alone must keep them out of results/ (each says where it writes instead). The last one scores
