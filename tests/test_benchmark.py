@@ -1,6 +1,7 @@
 """benchmark.py: --quick writes its report under runs/quick/benchmark/ (never results/; the run is
-conftest.quick_repo's), and every flag given wins over the --quick preset. That the fast ALiBi path it times keeps ALiBi's numbers:
-test_pos_alibi.py. No timing is asserted anywhere (timings are the benchmark's job).
+conftest.quick_repo's), and every flag given wins over the --quick preset. That the fast ALiBi path
+it times keeps ALiBi's numbers: test_pos_alibi.py. No timing is asserted anywhere (timings are the
+benchmark's job).
 """
 import pytest
 
