@@ -136,8 +136,8 @@ def copy_checkout(dst: Path) -> None:
 # module's HERE is the copy's, as for a user who runs the scripts there. After each command it prints
 # "@@@ <exit code> <digest of results/, README.md and docs/>", then the command's stdout and stderr
 # between markers. "@copy|src|dst" copies a folder instead (a snapshot between two commands), "@digest"
-# only prints the digest; a
-# command marked "!" that fails skips the rest of its phase (the steps after it need its outputs).
+# only prints the digest; a command marked "!" that fails skips the rest of its phase (the steps after
+# it need its outputs).
 DRIVER = """
 import contextlib, hashlib, io, pathlib, runpy, shutil, sys
 sys.path.insert(0, "")
@@ -193,7 +193,8 @@ def run_in_one(repo: Path, phases: dict, timeout=300) -> list:
     r = subprocess.run([sys.executable, "-c", DRIVER, *cmds], cwd=repo, env=ENV, capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, r.stderr[-2000:]
-    parts = re.split(r"^@@@ (\S+) (\S+)\n@@out\n(.*?)\n@@err\n", r.stdout, flags=re.M | re.S)[1:]  # code, digest, out, err
+    # [code, digest, stdout, stderr] for each command
+    parts = re.split(r"^@@@ (\S+) (\S+)\n@@out\n(.*?)\n@@err\n", r.stdout, flags=re.M | re.S)[1:]
     assert len(parts) == 4 * len(cmds), r.stdout[-2000:]
     return [Ran(c.split(":", 1)[1].lstrip("!").replace("|", " "), parts[i], parts[i + 2], parts[i + 3], parts[i + 1])
             for c, i in zip(cmds, range(0, len(parts), 4))]
@@ -216,8 +217,8 @@ CHAIN = [["!train_compare.py", "--quick"],
          ["!train_compare.py", *SHRUNK_PREVIEW],
          ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"],
          ["train_compare.py", *SHRUNK_PREVIEW, "--variants", "rope", "--out", "runs/preview_rope"]]
-INDEPENDENT = [["benchmark.py", "--quick", "--no-memory"],
-               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],
+INDEPENDENT = [["benchmark.py", "--quick", "--lengths", "16,40", "--repeats", "1"],  # read by test_benchmark.py
+               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],  # read by test_breakage_test.py
                ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
 # The commands in NOT_REAL choose no mode at all: the checkpoints they read are not real runs, and
 # that alone must keep them out of results/ (each says where it writes instead). The last one scores
@@ -265,8 +266,8 @@ def quick_repo(tmp_path_factory) -> QuickRepo:
     before = tree_hashes(repo)
     t0 = time.perf_counter()
     snapshot = [["@copy", "runs/quick/results", str(top / "quick_results")]]
-    phases = {"start": [["@digest"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot, "not_real": NOT_REAL,
-              "refused": REFUSED}
+    phases = {"start": [["@digest"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot,
+              "not_real": NOT_REAL, "refused": REFUSED}
     ran = run_in_one(repo, phases)
     it = iter(ran)
     by_phase = {p: [next(it) for _ in cs] for p, cs in phases.items()}

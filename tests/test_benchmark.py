@@ -1,25 +1,30 @@
-"""benchmark.py: --quick writes its report under runs/quick/benchmark/ (never results/), and every flag
-given wins over the --quick preset. That the fast ALiBi path it times keeps ALiBi's numbers:
-test_pos_alibi.py. No timing is asserted anywhere (timings are the benchmark's job).
+"""benchmark.py: --quick writes its report under runs/quick/benchmark/ (never results/; the run is
+conftest.quick_repo's), and every flag given wins over the --quick preset. That the fast ALiBi path
+it times keeps ALiBi's numbers: test_pos_alibi.py. No timing is asserted anywhere (timings are the
+benchmark's job).
 """
 import pytest
 
 import benchmark
 import tiny_lm
+from conftest import tree_hashes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.mark.slow
-def test_benchmark_quick_writes_report(tmp_path, monkeypatch):
-    """--quick runs end to end into runs/quick/benchmark/ (never results/), honours --lengths and
-    --repeats, and the report carries the two ratio lines and a memory row per scheme."""
-    monkeypatch.chdir(tmp_path)
-    assert benchmark.main(["--quick", "--lengths", "16,40", "--repeats", "1"]) == 0
-    out = tmp_path / "runs" / "quick" / "benchmark"
+def test_benchmark_quick_writes_report(quick_repo):
+    """--quick, run in a copy of the checkout (conftest.INDEPENDENT), goes end to end into
+    runs/quick/benchmark/ (never results/), honours --lengths and --repeats, measures memory in a
+    subprocess per scheme, and the report carries the two ratio lines and a row per scheme."""
+    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("benchmark.py")]
+    assert run.cmd == "benchmark.py --quick --lengths 16,40 --repeats 1" and run.code == "0", run.err[-800:]
+    out = quick_repo.repo / "runs" / "quick" / "benchmark"
     md, png = out / "benchmark.md", out / "benchmark.png"
-    assert md.is_file() and png.is_file(), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
-    assert not (tmp_path / "results").exists(), "--quick wrote into results/"
+    assert md.is_file() and png.is_file(), sorted(p.name for p in out.parent.rglob("*"))
+    now = tree_hashes(quick_repo.repo, ["results"])
+    assert {f: h for f, h in now.items() if "benchmark" in f} == \
+        {f: h for f, h in quick_repo.before.items() if f.startswith("results/") and "benchmark" in f}, \
+        "--quick wrote into results/"
     text = md.read_text(encoding="utf-8")
     assert "| scheme | T=16 | T=40 |" in text and "median of 1 runs" in text, f"flags ignored under --quick:\n{text}"
     lines = text.splitlines()
@@ -28,6 +33,11 @@ def test_benchmark_quick_writes_report(tmp_path, monkeypatch):
         assert len(hits) == 1, f"expected one line starting {start!r} in benchmark.md:\n{text}"
     for s in tiny_lm.SCHEMES:
         assert f"| {s} |" in text, f"no table row for {s} in benchmark.md:\n{text}"
+    memory = text.split("## Peak memory", 1)[1].split("##", 1)[0]
+    assert "Measured: one subprocess per scheme" in memory, f"memory was not measured:\n{memory}"
+    for s in tiny_lm.SCHEMES:
+        row = next(ln for ln in memory.splitlines() if ln.startswith(f"| {s} |"))
+        assert "| - (" not in row, f"no measured memory for {s}: {row}"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "benchmark.png is not a PNG file"
     assert not list(out.glob("*.tmp")), "a temporary file was left behind"
 

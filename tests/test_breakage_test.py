@@ -181,21 +181,23 @@ def test_quick_writes_under_runs_quick_by_default():
     assert bt.parse_args(["--quick", "--out", "/elsewhere"]).out == "/elsewhere"
 
 
-@pytest.mark.slow
-def test_quick_run_writes_its_files(tmp_path):
-    rc = bt.main(["--quick", "--out", str(tmp_path)])
-    assert rc == 0
+def test_quick_run_writes_its_files(quick_repo):
+    """The --quick run of conftest.INDEPENDENT (fewer steps: the blind cells are blind by symmetry), into
+    runs/quick/breakage/ of the copy of the checkout."""
+    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("breakage_test.py")]
+    assert run.code == "0", run.err[-800:]
+    out = quick_repo.repo / bt.parse_args(["--quick"]).out
     for name in ("breakage.md", "breakage.json", "breakage.png"):
-        assert (tmp_path / name).stat().st_size > 0, f"{name} not written"
-    res = json.loads((tmp_path / "breakage.json").read_text())
+        assert (out / name).stat().st_size > 0, f"{name} not written"
+    res = json.loads((out / "breakage.json").read_text())
     cells = {c["cell"]: c for c in res["word_order"]["cells"]}
     blind = cells["bidirectional / none"]
     assert blind["acc"] == 0.5 and blind["twins_same_prediction"] == 1.0, blind
     assert len(res["char_lm"]["cells"]) == 4
-    md = (tmp_path / "breakage.md").read_text(encoding="utf-8")
+    md = (out / "breakage.md").read_text(encoding="utf-8")
     table_rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
     n_rows = len(res["word_order"]["cells"]) + len(res["char_lm"]["cells"]) + 2  # + 2 header rows
     assert len(table_rows) == n_rows, f"expected {n_rows} table rows, got {len(table_rows)}"
     settings = json.loads(md.split("## Settings", 1)[1].split("```")[1])
     assert settings["config"] == res["config"], "the settings block is not the run's config"
-    assert not list(tmp_path.glob("*.tmp")), "a temporary file was left behind"
+    assert not list(out.glob("*.tmp")), "a temporary file was left behind"

@@ -121,45 +121,48 @@ def quick_cmd(corpus, out, *more):
             "--corpus", str(corpus), "--out", str(out), "--results", str(out / "res"), *more]
 
 
-def start(cmd):
-    return subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def stop_when(p, state, sig):
-    """Send sig to p as soon as `state` exists; return (returncode, stdout, stderr)."""
-    deadline = time.monotonic() + 120
-    while not state.exists() and p.poll() is None and time.monotonic() < deadline:
+def stop_when_saved(runs: dict) -> dict:
+    """Start each command of {name: (command, state file, signal)} at once (two cores), send each its signal
+    as soon as its state file exists, and return {name: (returncode, stdout, stderr)}."""
+    procs = {n: subprocess.Popen([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for n, (cmd, _, _) in runs.items()}
+    waiting, deadline = set(runs), time.monotonic() + 120
+    while waiting and time.monotonic() < deadline:  # nothing else runs here: the signal follows within ms
+        for n in sorted(waiting):
+            _, state, sig = runs[n]
+            if procs[n].poll() is not None:
+                waiting.discard(n)
+            elif state.exists():
+                procs[n].send_signal(sig)
+                waiting.discard(n)
         time.sleep(0.005)
-    if p.poll() is None:
-        p.send_signal(sig)
-    out, err = p.communicate(timeout=120)
-    return p.returncode, out, err
+    outputs = {n: p.communicate(timeout=120) for n, p in procs.items()}
+    return {n: (procs[n].returncode, *outputs[n]) for n in procs}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, corpus):
-    """A: uninterrupted, in this process. B: a process SIGKILLed once its first state file exists, then
-    the same command again (here). E: a process sent SIGINT (Ctrl-C) once its first state file exists,
-    started beside B (two cores); test_ctrl_c_saves_the_state_and_prints_the_command continues it.
+    """B: a process SIGKILLed once its first state file exists, then the same command again (here).
+    E, beside it: a process sent SIGINT (Ctrl-C) once its first state file exists;
+    test_ctrl_c_saves_the_state_and_prints_the_command continues it. A: uninterrupted, here.
     The state B left behind is kept as B/kept.state.pt for the error tests."""
     d = tmp_path_factory.mktemp("resume")
     state = d / "B" / "rope.state.pt"
-    b, e = start(quick_cmd(corpus, d / "B")), start(quick_cmd(corpus, d / "E"))
-    code, out, err = main_in_process(quick_cmd(corpus, d / "A")[1:])
-    assert code == 0, err[-2000:]
-    code, _, err = stop_when(b, state, signal.SIGKILL)
-    interrupted = stop_when(e, d / "E" / "rope.state.pt", signal.SIGINT)
+    done = stop_when_saved({"B": (quick_cmd(corpus, d / "B"), state, signal.SIGKILL),
+                            "E": (quick_cmd(corpus, d / "E"), d / "E" / "rope.state.pt", signal.SIGINT)})
+    code, _, err = done["B"]
     assert code == -signal.SIGKILL, f"the run was not killed (exit {code}): {err[-800:]}"
     assert not (d / "B" / "rope.pt").exists(), "the run finished before it was killed: nothing was resumed"
     assert state.is_file(), "no state file after the kill"
     killed_at = weights(state)["step"]
     assert 0 < killed_at < int(STEPS), killed_at
     shutil.copy(state, d / "B" / "kept.state.pt")
+    code, out, err = main_in_process(quick_cmd(corpus, d / "A")[1:])
+    assert code == 0, err[-2000:]
     code, out, err = main_in_process(quick_cmd(corpus, d / "B")[1:])
     assert code == 0, err[-2000:]
     assert f"resuming from step {killed_at} of {STEPS}" in out, out
-    return d, killed_at, interrupted
+    return d, killed_at, done["E"]
 
 
 def test_killed_run_resumes_bit_identical(runs):
