@@ -9,15 +9,9 @@ import torch
 
 import extrapolation_test as ET
 import tiny_lm
+from tiny_models import tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-TEXT = 35  # ids below this are neither digits nor uppercase: text made of them holds no key character
-
-
-def tiny(pos="rope", **kw):
-    return tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, pos=pos,
-                                            max_len=512, **kw)).eval()
 
 
 def test_spread_blocks_cover_the_text():

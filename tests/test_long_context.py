@@ -6,29 +6,15 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import long_context
 import long_context_test as LC
 import tiny_lm
 from copy_mixture import FORMATS, REPEAT_AT, key_ids_of, plant_format
 from long_context import clopper_pearson, format_retrieval, share_ci
+from tiny_models import TEXT, VOCAB, direct_loss, tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-TEXT = 35  # ids below this are neither digits nor uppercase: text made of them holds no key character
-
-
-def tiny(pos="rope", **kw):
-    return tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, pos=pos,
-                                            max_len=512, **kw)).eval()
-
-
-def direct_loss(model, seq):
-    """Per-position loss of one sequence (T + 1,) -> (T,), by a plain forward."""
-    with torch.no_grad():
-        logits = model(seq[None, :-1]).logits[0]
-    return F.cross_entropy(logits, seq[1:], reduction="none")
 
 
 def test_context_use_scores_the_same_targets_with_more_context():

@@ -2,27 +2,13 @@
 cached_vs_full: one token at a time through the KV cache equals one forward."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 import extrapolation_test as ET
 import perplexity
 import tiny_lm
+from tiny_models import VOCAB, direct_loss, tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-TEXT = 35  # ids below this are neither digits nor uppercase: text made of them holds no key character
-
-
-def tiny(pos="rope", **kw):
-    return tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, pos=pos,
-                                            max_len=512, **kw)).eval()
-
-
-def direct_loss(model, seq):
-    """Per-position loss of one sequence (T + 1,) -> (T,), by a plain forward."""
-    with torch.no_grad():
-        logits = model(seq[None, :-1]).logits[0]
-    return F.cross_entropy(logits, seq[1:], reduction="none")
 
 
 def test_evaluate_scores_the_same_characters_at_every_length():
