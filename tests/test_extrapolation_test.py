@@ -104,3 +104,24 @@ def test_bad_input_extrapolation(quick_ck, tmp_path, refused):
     msg = refused(ET.main, ["--quick", "--ckpt-dir", str(quick_ck), "--corpus", str(corpus), "--variants", "rope",
                             "--results", str(tmp_path / "x")])
     assert "another corpus" in msg
+
+
+def test_a_fixed_factor_scaling_row_is_scored_at_its_factor(tmp_path):
+    """--scalings yarn@16: the row is scored (it raised KeyError before) and its table row names
+    yarn at the fixed factor 16, against the window-factor row's "s"."""
+    from types import SimpleNamespace
+    torch.manual_seed(0)
+    model = tiny("rope")
+    vocab = "".join(chr(33 + i) for i in range(model.cfg.vocab_size))
+    tiny_lm.save_checkpoint(tmp_path / "rope.pt", model, vocab, 1, {"train_loss": [1.0], "val_loss": [1.0]},
+                            {"train_config": {"seq_len": 32}})
+    ids = torch.randint(0, model.cfg.vocab_size, (600,))
+    lengths = [32, 128]
+    data = ("cpu", ids, vocab, "any", ET.spread_blocks(ids.numel(), lengths[-1], 2))
+    s = {"lengths": lengths, "decode_len": 0}
+    args = SimpleNamespace(batch_tokens=1024)
+    fixed, *_ = ET.score_row(("rope+yarn@16", tmp_path / "rope.pt", "yarn@16"), data, s, args, "make")
+    window, *_ = ET.score_row(("rope+yarn", tmp_path / "rope.pt", "yarn"), data, s, args, "make")
+    assert (fixed["scaling"], fixed["scaling_factor"]) == ("yarn", "16"), fixed
+    assert (window["scaling"], window["scaling_factor"]) == ("yarn", "s"), window
+    assert fixed["ppl_32"] != window["ppl_32"], "factor 16 at the training length is not factor 1"
