@@ -1,18 +1,22 @@
 """Which choices of the training recipe decide the ranking at the training length?
 
 The main comparison trains every scheme with one recipe. A recipe is many small choices, and
-one of them can favour one scheme: an independent implementation (lucidrains' x-transformers,
-same size, same batches and schedule) put ALiBi within 1% of RoPE at 256, while ours put it
-4-6% behind. This script changes ONE choice at a time, away from this repository's recipe
-towards a plain GPT-2 / nanoGPT recipe, and trains each scheme under it with the same seed
-and the same batches (training.train). Knobs:
+one of them can favour one scheme, or hold every scheme back: an independent implementation
+(lucidrains' x-transformers, same size, same batches and schedule: anchor_xtransformers.py)
+is the yardstick. This script trains each scheme under each knob with the same seed and the same
+batches (training.train). Knobs:
 
     baseline      this repository's recipe (train_compare.py defaults)
+    old...        whole recipes, every field the recipe change of docs/recipe.md touched set
+                  explicitly: "old" is the recipe before it (GPT-2-style init: Linears at 0.02,
+                  q/k/v at C^-0.5, residual projections at 0.02/sqrt(2 n_layer); decay on the Linear
+                  weights); "+torch_init" keeps PyTorch's nn.Linear init, "+decay_all" decays every
+                  parameter but the learned table, "+no_norm_bias" drops the LayerNorm biases,
+                  "+no_emb_scale" puts the token table at std 0.02 with no sqrt(C) factor
     qkv_gpt2      q/k/v weights at std 0.02 instead of C^-0.5 (GPT-2 init for every Linear)
     no_emb_scale  token table at std 0.02 and no sqrt(C) factor (GPT-2) instead of C^-0.5 x sqrt(C)
     tied_head     output head tied to the token table (GPT-2) instead of untied
     resid_plain   residual projections at std 0.02 instead of 0.02 / sqrt(2 n_layer)
-    decay_emb     weight decay on the embedding tables too (nanoGPT decays every 2-D tensor)
     lr_1e-3       peak learning rate 1e-3 instead of 3e-3
 
 Scores: perplexity on the same validation characters as extrapolation_test.py (65,536 by default,
@@ -44,14 +48,23 @@ from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
-# knob -> (GPTConfig overrides, TrainConfig overrides): one change each against the baseline.
+# knob -> (GPTConfig overrides, TrainConfig overrides). "baseline" is train_compare.py's recipe; the
+# recipes named old... set every field the recipe issue (#28) changed, so they mean the same whatever
+# the defaults are: "old" is the recipe before it, the others move it towards x-transformers' choices.
+OLD_MODEL = {"qkv_init": "unit", "resid_init": "scaled", "linear_init": "gpt2", "norm_bias": True, "emb_scale": True}
+TORCH_INIT = {"qkv_init": "torch", "resid_init": "torch", "linear_init": "torch"}
 KNOBS = {
     "baseline": ({}, {}),
+    "old": (OLD_MODEL, {"decay": "matrices"}),
+    "old+torch_init": ({**OLD_MODEL, **TORCH_INIT}, {"decay": "matrices"}),
+    "old+decay_all": (OLD_MODEL, {"decay": "all"}),
+    "old+torch_init+decay_all": ({**OLD_MODEL, **TORCH_INIT}, {"decay": "all"}),
+    "old+torch_init+decay_all+no_norm_bias": ({**OLD_MODEL, **TORCH_INIT, "norm_bias": False}, {"decay": "all"}),
+    "old+torch_init+decay_all+no_emb_scale": ({**OLD_MODEL, **TORCH_INIT, "emb_scale": False}, {"decay": "all"}),
     "qkv_gpt2": ({"qkv_init": "gpt2"}, {}),
     "no_emb_scale": ({"emb_scale": False}, {}),
     "tied_head": ({"tie_weights": True}, {}),
     "resid_plain": ({"resid_init": "plain"}, {}),
-    "decay_emb": ({}, {"decay_embeddings": True}),
     "lr_1e-3": ({}, {"lr": 1e-3}),
 }
 

@@ -47,6 +47,11 @@ from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim
 from schemes import Layer
 
+# On our machine torch 2.13's first float32 torch.cos or torch.sin of a process was off by up to 1.5e-4
+# in about 1 process in 4 (a 256 x 16 RoPE table; every later call exact), and building the RoPE tables
+# is often that first call. Make it here, on a throwaway tensor (24 of 24 processes then exact).
+torch.cos(torch.zeros(8)), torch.sin(torch.zeros(8))
+
 SCHEMES = schemes.REGISTRY  # name -> schemes.Scheme, every registered scheme (a later registration included)
 
 
@@ -59,6 +64,10 @@ class CheckpointError(ValueError):
 
 
 # ----------------------------------------------------------------------------- model
+
+# What a model built before a field existed had: a checkpoint without the field loads with this.
+BEFORE_FIELD = {"linear_init": "gpt2", "norm_bias": True}
+
 
 @dataclass
 class GPTConfig:
@@ -88,17 +97,22 @@ class GPTConfig:
     tie_weights: bool = False
     mlp_ratio: int = 4
     # Initialisation and input scale (the recipe; recipe_ablation.py measures each choice).
+    # "torch" keeps PyTorch's own nn.Linear init: weight and bias uniform in +-1/sqrt(fan_in).
     emb_scale: bool = True          # tokens at std C^-0.5 times sqrt(C) (Vaswani 3.4); False: GPT-2's std 0.02, no scale
-    qkv_init: str = "unit"          # "unit": q/k/v weights std C^-0.5 (unit-scale logits); "gpt2": std 0.02
-    resid_init: str = "scaled"      # "scaled": residual projections std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02
+    qkv_init: str = "unit"          # "unit": q/k/v weights std C^-0.5 (unit-scale logits); "gpt2": std 0.02; "torch"
+    resid_init: str = "scaled"      # "scaled": residual projections std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02; "torch"
+    linear_init: str = "gpt2"       # the other Linears (MLP fc, head): "gpt2": std 0.02, bias 0; "torch"
+    norm_bias: bool = True          # LayerNorms with a bias; False: a gain only (x-transformers, most newer models)
 
     def __post_init__(self):
         scheme = schemes.get(self.pos)  # unknown: one line naming the registered schemes
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
-        if self.qkv_init not in ("unit", "gpt2") or self.resid_init not in ("scaled", "plain"):
-            raise ValueError(f"qkv_init must be 'unit' or 'gpt2' and resid_init 'scaled' or 'plain', "
-                             f"got {self.qkv_init!r} and {self.resid_init!r}")
+        inits = {"qkv_init": ("unit", "gpt2", "torch"), "resid_init": ("scaled", "plain", "torch"),
+                 "linear_init": ("gpt2", "torch")}
+        for name, allowed in inits.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
         if scheme.rope_options:
             rotary_dim(self.n_embd // self.n_head, self.partial_rotary_factor, self.rope_p)  # raises if unusable
         elif (self.partial_rotary_factor, self.rope_p) != (1.0, 1.0):
@@ -229,7 +243,8 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, window: int = 0):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.ln1 = nn.LayerNorm(cfg.n_embd, bias=cfg.norm_bias)
+        self.ln2 = nn.LayerNorm(cfg.n_embd, bias=cfg.norm_bias)
         self.attn = Attention(cfg, window)
         self.mlp = MLP(cfg)
 
@@ -269,16 +284,9 @@ class TinyLM(nn.Module):
         self.nope_layers, self.local_layers = layer_roles(cfg)
         self.blocks = nn.ModuleList(Block(cfg, cfg.attn_window if i in self.local_layers else 0)
                                     for i in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(C)
+        self.ln_f = nn.LayerNorm(C, bias=cfg.norm_bias)
         self.head = nn.Linear(C, cfg.vocab_size, bias=False)
-        self.apply(self._init)
-        nn.init.normal_(self.tok_emb.weight, 0.0, cfg.emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
-        for blk in self.blocks:  # q and k at unit scale: attention can leave "uniform" quickly
-            nn.init.normal_(blk.attn.qkv.weight, 0.0, C ** -0.5 if cfg.qkv_init == "unit" else 0.02)
-        resid_std = 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02
-        for blk in self.blocks:  # GPT-2: each block adds to the residual stream twice, so shrink both projections
-            nn.init.normal_(blk.attn.out.weight, 0.0, resid_std)
-            nn.init.normal_(blk.mlp.proj.weight, 0.0, resid_std)
+        self._init_weights(cfg)
         if cfg.tie_weights:
             self.head.weight = self.tok_emb.weight
         if module is not None and self.pos_module is not module:
@@ -305,12 +313,32 @@ class TinyLM(nn.Module):
             return None
         return self.global_rope if self.global_rope is not None and i not in self.local_layers else self.rope
 
-    @staticmethod
-    def _init(m):
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, 0.0, 0.02)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
+    def _init_weights(self, cfg: GPTConfig) -> None:
+        """The recipe's initialisation (GPTConfig's init fields). A Linear set to "torch" keeps the
+        weights nn.Linear drew when it was built, U(+-1/sqrt(fan_in)) for weight and bias (std
+        1/sqrt(3 fan_in): 0.051 at C = 128); the others are redrawn here, in the order this model
+        always drew them, so a config of the older fields gives the same weights as before."""
+        keep = set()  # the Linears that keep PyTorch's init
+        if cfg.linear_init == "torch":
+            keep |= {self.head, *(blk.mlp.fc for blk in self.blocks)}
+        if cfg.qkv_init == "torch":
+            keep |= {blk.attn.qkv for blk in self.blocks}
+        if cfg.resid_init == "torch":
+            keep |= {m for blk in self.blocks for m in (blk.attn.out, blk.mlp.proj)}
+        for m in self.modules():  # GPT-2: every Linear at std 0.02, biases 0 ...
+            if isinstance(m, nn.Linear) and m not in keep:
+                nn.init.normal_(m.weight, 0.0, 0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        nn.init.normal_(self.tok_emb.weight, 0.0, cfg.emb_std)  # with emb_scale, times sqrt(C) in forward: unit scale
+        if cfg.qkv_init != "torch":  # ... "unit": q and k at unit scale, so attention can leave "uniform" quickly
+            for blk in self.blocks:
+                nn.init.normal_(blk.attn.qkv.weight, 0.0, cfg.n_embd ** -0.5 if cfg.qkv_init == "unit" else 0.02)
+        if cfg.resid_init != "torch":  # GPT-2: each block adds to the residual stream twice, so shrink both
+            resid_std = 0.02 / math.sqrt(2 * cfg.n_layer) if cfg.resid_init == "scaled" else 0.02
+            for blk in self.blocks:
+                nn.init.normal_(blk.attn.out.weight, 0.0, resid_std)
+                nn.init.normal_(blk.mlp.proj.weight, 0.0, resid_std)
 
     def forward(self, idx, targets=None, cache=None) -> LMOutput:
         """idx (B, T) -> LMOutput(logits (B, T, V), loss or None, cache). `cache`: per-layer (k, v) of the past."""
@@ -442,7 +470,8 @@ def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, ex
 
 def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.py"):
     """Return (model, ckpt dict). Raises CheckpointError with a one-line reason. ckpt["config"] is the
-    config the model was built with: fields an older checkpoint lacks hold their defaults."""
+    config the model was built with: fields an older checkpoint lacks hold the value the model had
+    before the field existed (BEFORE_FIELD), else their defaults."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; run `{make_with}` to make it")
@@ -456,7 +485,7 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
                               f"delete it and rerun `{make_with}`")
     known = {f.name for f in fields(GPTConfig)}
     try:
-        cfg = GPTConfig(**{k: v for k, v in ckpt["config"].items() if k in known})
+        cfg = GPTConfig(**{**BEFORE_FIELD, **{k: v for k, v in ckpt["config"].items() if k in known}})
         model = TinyLM(cfg)
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:

@@ -143,7 +143,12 @@ class TrainConfig:
     eval_every: int = 100
     eval_windows: int = 32      # seq_len-token windows from the validation text for the curve
     seed: int = 0
-    decay_embeddings: bool = False  # True: weight decay on the embedding tables too (nanoGPT decays every 2-D tensor)
+    decay: str = "matrices"     # weight decay on: "matrices" (Linear weights) or "all" (every parameter but the position scheme's)
+
+
+# What a run made before a TrainConfig field existed had: a checkpoint without the field counts as this.
+TRAIN_BEFORE_FIELD = {"decay": "matrices"}
+DECAY_RULES = ("matrices", "all")
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -155,19 +160,24 @@ def lr_at(step: int, tc: TrainConfig) -> float:
 
 
 def make_optimizer(model: TinyLM, tc: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
-    """AdamW, one learning rate for all; weight decay on the Linear weights only. Embeddings
-    (tokens and the learned position table) get none, so rows a batch never touches stay
-    exactly at their initial values - the "untrained rows" of the learned table are then
-    truly untrained.
+    """AdamW, one learning rate for all, weight decay tc.weight_decay on the parameters tc.decay names:
+    "matrices", the Linear weights only (GPT-2, nanoGPT without its embedding decay); "all", every
+    parameter (Linear weights and biases, LayerNorms, the token table), as `AdamW(model.parameters())`
+    does. Under either rule the position scheme's own parameters (the learned table) get none, so
+    rows a batch never touches stay exactly at their initial values - the "untrained rows" of the
+    learned table are then truly untrained.
 
     No extra learning rate for the embeddings: TinyLM multiplies them by sqrt(C), so an Adam
     step on a table already moves the residual stream sqrt(C) times further than on a Linear
     (docs/recipe.md says what a larger one did). fused=True: PyTorch's
     one-kernel AdamW (the same update, faster on CUDA)."""
-    decay = [p for n, p in model.named_parameters()
-             if p.dim() == 2 and (tc.decay_embeddings or not n.startswith(("tok_emb.", "learned.")))]
+    if tc.decay not in DECAY_RULES:
+        raise ValueError(f"decay must be one of {', '.join(DECAY_RULES)}; got {tc.decay!r}")
+    own = set() if model.pos_module is None else {id(p) for p in model.pos_module.parameters()}
+    decay = [p for n, p in model.named_parameters() if id(p) not in own
+             and (tc.decay == "all" or (p.dim() == 2 and not n.startswith("tok_emb.")))]
     ids = {id(p) for p in decay}
-    rest = [p for p in model.parameters() if id(p) not in ids]  # embeddings, LayerNorms, biases
+    rest = [p for p in model.parameters() if id(p) not in ids]  # the scheme's; with "matrices" also embeddings, norms, biases
     return torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
                               {"params": rest, "weight_decay": 0.0}], lr=tc.lr, betas=(0.9, 0.99),
                              **({"fused": True} if fused else {}))
@@ -233,7 +243,7 @@ def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
     GPTConfig and TrainConfig fields: 4x the length for 10% of the steps, its scaling set."""
     ft = FINETUNES[name]
     known = {f.name for f in fields(TrainConfig)}  # tolerate keys an older version saved
-    tc_parent = TrainConfig(**{k: v for k, v in parent_tc.items() if k in known})
+    tc_parent = TrainConfig(**{**TRAIN_BEFORE_FIELD, **{k: v for k, v in parent_tc.items() if k in known}})
     cfg = dict(parent_config)
     if ft["rope_scaling"]:
         cfg["rope_scaling"] = dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len)
@@ -275,7 +285,8 @@ def real_run(name: str, vocab_size: int) -> tuple:
 def real_run_mismatch(name: str, ckpt: dict) -> list:
     """How checkpoint `ckpt`, found as <name>.pt, differs from the real run of variant `name`:
     ["n_layer=2 (real run: 4)", ...], GPTConfig fields first; [] for a real run. The seed may
-    differ (other seeds are real runs too); a field the checkpoint lacks counts as its default."""
+    differ (other seeds are real runs too); a field the checkpoint lacks counts as the value runs had
+    before it existed (BEFORE_FIELD, TRAIN_BEFORE_FIELD), else its default."""
     if name not in ALL_NAMES:
         return [f"variant {name!r} is not in the registry"]
     extra = ckpt.get("extra") or {}
@@ -285,7 +296,7 @@ def real_run_mismatch(name: str, ckpt: dict) -> list:
         return ["train_config=None (real run: the recipe's)"]
     config = ckpt.get("config") or {}
     want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size))
-    got_cfg = {**asdict(GPTConfig()), **config}
-    got_tc = {**asdict(TrainConfig()), **extra["train_config"]}
+    got_cfg = {**asdict(GPTConfig()), **tiny_lm.BEFORE_FIELD, **config}
+    got_tc = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **extra["train_config"]}
     return [f"{k}={got[k]!r} (real run: {want[k]!r})" for got, want in ((got_cfg, want_cfg), (got_tc, want_tc))
             for k in want if k != "seed" and got[k] != want[k]]

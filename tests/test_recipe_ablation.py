@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import recipe_ablation
-from tiny_lm import GPTConfig, TinyLM
+from tiny_lm import BEFORE_FIELD, GPTConfig, TinyLM
 from variants import TrainConfig, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,22 +58,77 @@ def test_tied_head_shares_the_table():
     assert model().head.weight is not model().tok_emb.weight
 
 
-@pytest.mark.parametrize("decay_embeddings", [False, True])
-def test_weight_decay_groups(decay_embeddings):
-    m = model()
-    opt = make_optimizer(m, TrainConfig(decay_embeddings=decay_embeddings))
+@pytest.mark.parametrize("pos", ["none", "learned"])
+@pytest.mark.parametrize("decay", ["matrices", "all"])
+def test_weight_decay_groups(decay, pos):
+    """"matrices": the Linear weights; "all": every parameter; the learned position table never."""
+    torch.manual_seed(0)
+    m = TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos=pos))
+    opt = make_optimizer(m, TrainConfig(decay=decay))
     decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
-    assert (id(m.tok_emb.weight) in decayed) == decay_embeddings, f"token table decay with decay_embeddings={decay_embeddings}"
-    assert id(m.blocks[0].attn.qkv.weight) in decayed, "Linear weights are always decayed"
-    assert id(m.ln_f.weight) not in decayed, "LayerNorm weights are never decayed"
+    every = {n for n, p in m.named_parameters()}
+    want = {n for n, p in m.named_parameters() if decay == "all" or (p.dim() == 2 and n != "tok_emb.weight")}
+    want -= {"learned.table.weight"}
+    got = {n for n, p in m.named_parameters() if id(p) in decayed}
+    assert got == want, f"decay={decay}, pos={pos}: decayed but should not {sorted(got - want)}, " \
+                        f"not decayed but should {sorted(want - got)}"
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(every), "a parameter is in no group"
+
+
+def test_unknown_decay_rule_is_refused():
+    with pytest.raises(ValueError, match="decay must be one of matrices, all"):
+        make_optimizer(model(), TrainConfig(decay="embeddings"))
+
+
+def test_torch_init_keeps_pytorchs_linear_init():
+    """A Linear set to "torch" keeps nn.Linear's U(+-1/sqrt(fan_in)): std 1/sqrt(3 fan_in), weights and biases."""
+    m = model(qkv_init="torch", resid_init="torch", linear_init="torch")
+    for i, blk in enumerate(m.blocks):
+        for name, lin in (("qkv", blk.attn.qkv), ("out", blk.attn.out), ("fc", blk.mlp.fc), ("proj", blk.mlp.proj)):
+            bound = lin.in_features ** -0.5
+            std_close(lin.weight, bound / math.sqrt(3), f"block {i} {name}")
+            top = lin.weight.abs().max().item()
+            assert top <= bound, f"block {i} {name}: |w| up to {top:.4f}, past nn.Linear's bound {bound:.4f}"
+            if lin.bias is not None:
+                assert lin.bias.abs().max().item() <= bound and lin.bias.std().item() > bound / 4, \
+                    f"block {i} {name}: bias not nn.Linear's uniform draw (std {lin.bias.std().item():.4f})"
+    std_close(m.head.weight, C ** -0.5 / math.sqrt(3), "head")
+    gpt2 = model()
+    assert gpt2.blocks[0].mlp.fc.bias.abs().max().item() == 0, "GPT-2 init: biases start at 0"
+
+
+def test_older_init_fields_give_the_weights_they_always_gave():
+    """The init fields added by the recipe change, at their older values, draw what the model drew before them."""
+    a = model(linear_init="gpt2", norm_bias=True).state_dict()
+    torch.manual_seed(0)
+    b = TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos="none",
+                         qkv_init="unit", resid_init="scaled", **BEFORE_FIELD))
+    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.items())
+
+
+@pytest.mark.parametrize("norm_bias", [True, False])
+def test_norm_bias(norm_bias):
+    m = model(norm_bias=norm_bias)
+    norms = [m.ln_f] + [ln for blk in m.blocks for ln in (blk.ln1, blk.ln2)]
+    assert all((ln.bias is not None) == norm_bias for ln in norms), f"norm_bias={norm_bias}"
+    x = torch.randn(3, C)
+    want = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    err = (m.ln_f(x) - want).abs().max().item()  # gain 1 and bias 0 at init: the plain normalisation
+    assert err < 1e-5, f"LayerNorm at init vs (x - mean) / std: max diff {err:.2e}"
 
 
 def test_every_knob_changes_only_its_own_settings():
+    """A knob's overrides are what it changes against the baseline (the defaults); the recipes named
+    old... set every field the recipe change touched, so they mean the same whatever the defaults are."""
     base_model, base_train = GPTConfig(vocab_size=50), TrainConfig()
     for knob, (model_over, train_over) in recipe_ablation.KNOBS.items():
         cfg, tc = GPTConfig(vocab_size=50, **model_over), TrainConfig(**train_over)
         changed = {k for k, v in vars(cfg).items() if vars(base_model)[k] != v}
         changed |= {k for k, v in vars(tc).items() if vars(base_train)[k] != v}
+        if knob.startswith("old"):
+            assert set(recipe_ablation.OLD_MODEL) | {"decay"} <= set(model_over) | set(train_over), knob
+            assert changed <= set(model_over) | set(train_over), f"{knob} changes {changed}"
+            continue
         assert changed == set(model_over) | set(train_over), f"{knob} changes {changed}"
         assert (knob == "baseline") == (not changed), f"{knob}: only the baseline changes nothing"
 

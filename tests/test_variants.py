@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+import tiny_lm
 import variants
 from attn_common import llama4_attn_temperature
 from tiny_lm import GPTConfig
@@ -48,8 +49,16 @@ def test_real_runs_are_recognised():
     assert real_run_mismatch("rope_ft_yarn", hand_made("rope_ft_yarn", {"rope_scaling": FT_YARN_SCALING},
                                                        {**FT_YARN_TRAIN, "seed": 2})) == []
     old = hand_made("rope")
-    del old["config"]["temperature_floor"], old["extra"]["train_config"]["decay_embeddings"]
+    del old["config"]["temperature_floor"]
     assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
+    # ... except the recipe's fields added by the recipe change: a checkpoint without them was trained
+    # with their older values (BEFORE_FIELD), which are a real run only while they are the defaults
+    for k in [*tiny_lm.BEFORE_FIELD, *variants.TRAIN_BEFORE_FIELD]:
+        (old["extra"]["train_config"] if k in variants.TRAIN_BEFORE_FIELD else old["config"]).pop(k)
+    want = [k for k, v in {**tiny_lm.BEFORE_FIELD, **variants.TRAIN_BEFORE_FIELD}.items()
+            if v != (getattr(variants.TrainConfig, k) if k in variants.TRAIN_BEFORE_FIELD else getattr(GPTConfig, k))]
+    got = [d.split("=")[0] for d in real_run_mismatch("rope", old)]
+    assert got == want, f"a checkpoint from before the recipe fields: mismatches {got}, want {want}"
 
 
 def test_runs_that_are_not_real_are_named_by_their_fields():
