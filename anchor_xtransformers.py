@@ -22,8 +22,8 @@ The model (x-transformers 2.31, its defaults except the size and the position sc
 - Scoring: perplexity.evaluate() on recipe_ablation.py's characters (65,536 validation characters
   in blocks spread over the held-out plays) at 256 and 4096.
 
-Writes <results>/anchor_xtransformers.json (a run of some schemes merges its rows), which
-recipe_ablation.py's table shows beside its own rows. Checkpoints (state_dicts) go to
+Writes <results>/anchor_xtransformers.json (a run of some schemes merges its rows); docs/recipe.md's
+table (tables.recipe_table) shows them beside recipe_ablation.py's rows. Checkpoints (state_dicts) go to
 runs/anchor/<scheme>.pt; one that exists is reused, so an interrupted run continues model by model.
 
     python anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
@@ -42,6 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import tables
 import tiny_lm
 from eval_common import check_writable, fail, read_json, spread_blocks
 from perplexity import evaluate
@@ -175,6 +176,7 @@ def main(argv=None) -> int:
     fresh = {r["scheme"] for r in rows}
     rows = [r for r in (old or {}).get("rows", []) if r["scheme"] not in fresh] + rows
     tiny_lm.atomic_write_text(results / "anchor_xtransformers.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
+    tables.sync_recipe(results)  # docs/recipe.md's table shows these rows beside the ablation's
     print(f"wrote {results}/anchor_xtransformers.json")
     return 0
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+import tables
 import tiny_lm
 from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
 from perplexity import evaluate
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
             except CheckpointError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
-            row = {"knob": knob, "scheme": scheme}
+            row = {"knob": knob, "scheme": scheme, "config": ck["config"], "train_config": ck["extra"]["train_config"]}
             # ppl = exp(mean loss) over the same validation characters at every L
             losses, _, _ = evaluate(model, val_ids, lengths, blocks, 16384, f"{knob}/{scheme}")
             for L in lengths:
@@ -234,7 +235,7 @@ def main(argv=None) -> int:
             rows.append(row)
             print(f"{knob}/{scheme}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k.startswith("ppl")))
     meta = {"command": command(args), "lengths": lengths, "tokens": tokens}
-    save(results, rows, meta)
+    save(results, rows, meta, lambda r: stale(r, args, len(vocab)))
     print(f"wrote {results}/recipe_ablation.json, .csv and .md")
     return 0
 
@@ -244,9 +245,21 @@ def command(args) -> str:
             + (f" --threads {args.threads}" if args.threads else "") + (" --quick" if args.quick else ""))
 
 
-def save(results: Path, rows: list, meta: dict) -> None:
-    """Merge these rows into results/recipe_ablation.json (rows of other knobs and schemes stay;
-    the lengths and scored characters must match), then redraw the tables from it."""
+def stale(row: dict, args, vocab_size: int) -> bool:
+    """Whether a row of an earlier run is not what its knob trains now: an unknown knob, or
+    settings (recorded with each row) other than knob_settings' - the defaults moved, or the row
+    is older than the record."""
+    if row["knob"] not in KNOBS or row["scheme"] not in tiny_lm.SCHEMES:
+        return True
+    seed = (row.get("train_config") or {}).get("seed", args.seed)  # a row of another seed is that seed's run
+    kw, tc = knob_settings(row["knob"], row["scheme"], argparse.Namespace(**{**vars(args), "seed": seed}), vocab_size)
+    return row.get("config") != asdict(GPTConfig(**kw)) or row.get("train_config") != asdict(tc)
+
+
+def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> None:
+    """Merge these rows into results/recipe_ablation.json (rows of other knobs and schemes stay,
+    unless is_stale(row): then they are dropped, and named; the lengths and scored characters must
+    match), then redraw the tables from it."""
     old = read_json(results / "recipe_ablation.json")
     if old:
         if (old["meta"]["lengths"], old["meta"]["tokens"]) != (meta["lengths"], meta["tokens"]):
@@ -254,7 +267,11 @@ def save(results: Path, rows: list, meta: dict) -> None:
                   f"{old['meta']['tokens']} characters; use the same settings or another --results", file=sys.stderr)
             sys.exit(2)
         fresh = {(r["knob"], r["scheme"]) for r in rows}
-        rows = [r for r in old["rows"] if (r["knob"], r["scheme"]) not in fresh] + rows
+        kept = [r for r in old["rows"] if (r["knob"], r["scheme"]) not in fresh]
+        gone = [f"{r['knob']}/{r['scheme']}" for r in kept if is_stale(r)]
+        if gone:
+            print(f"dropped {len(gone)} rows trained with other settings than their knob's now: {', '.join(gone)}")
+        rows = [r for r in kept if f"{r['knob']}/{r['scheme']}" not in gone] + rows
         rows.sort(key=lambda r: list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS))
         if old["meta"]["command"] != meta["command"]:  # the table now holds rows of both runs
             meta["command"] = f"{old['meta']['command']}`, then `{meta['command']}"
@@ -266,36 +283,24 @@ def save(results: Path, rows: list, meta: dict) -> None:
 def redraw(results: Path) -> int:
     """recipe_ablation.csv and .md from results/recipe_ablation.json alone."""
     data = json_to_redraw(results / "recipe_ablation.json", "python recipe_ablation.py")
-    tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(data["rows"]))
-    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(data["rows"], data["meta"]))
+    flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in data["rows"]]  # settings stay in the JSON
+    tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(flat))
+    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data["meta"]))
+    tables.sync_recipe(results)
     return 0
 
 
-def markdown_table(rows, meta) -> str:
-    schemes = list(dict.fromkeys(r["scheme"] for r in rows))
-    by = {(r["knob"], r["scheme"]): r for r in rows}
-    L0, L1 = meta["lengths"][0], meta["lengths"][-1]
-    head = "| knob | " + " | ".join(f"{s} ppl@{L0} | {s} ppl@{L1}" for s in schemes) + " |"
-    lines = ["# Recipe ablation: one choice at a time", "", f"Command: `{meta['command']}`", "",
-             f"Perplexity per character on the same {meta['tokens']:,} validation characters at every length "
-             f"(non-overlapping windows). In brackets: change against the baseline row.", "",
-             head, "|---|" + "---|" * (2 * len(schemes))]
-    for knob in dict.fromkeys(r["knob"] for r in rows):
-        cells = []
-        for s in schemes:
-            r, b = by.get((knob, s)), by.get(("baseline", s))
-            for L in (L0, L1):
-                if r is None:
-                    cells.append("")
-                    continue
-                v = r[f"ppl@{L}"]
-                rel = f" ({100 * (v / b[f'ppl@{L}'] - 1):+.1f}%)" if b is not None and knob != "baseline" else ""
-                cells.append(f"{v:.2f}{rel}")
-        lines.append(f"| {knob} | " + " | ".join(cells) + " |")
-    used = {r["knob"] for r in rows}
-    lines += ["", "Knobs (overrides of GPTConfig / TrainConfig): "
-              + "; ".join(f"`{k}` {dict(**m, **t) or '(none)'}" for k, (m, t) in KNOBS.items() if k in used), ""]
-    return "\n".join(lines)
+def markdown_table(results: Path, meta) -> str:
+    """results/recipe_ablation.md: the command, what is scored, the table (docs/recipe.md's adds
+    the anchor's rows) and each knob's overrides."""
+    used = {r["knob"] for r in read_json(results / "recipe_ablation.json")["rows"]}
+    return "\n".join(["# Recipe ablation", "", f"Command: `{meta['command']}`", "",
+                      f"Perplexity per character on the same {meta['tokens']:,} validation characters at every "
+                      f"length (non-overlapping windows). In brackets: change against the baseline row.", "",
+                      tables.recipe_table(results, anchor=False),
+                      "Knobs (overrides of GPTConfig / TrainConfig): "
+                      + "; ".join(f"`{k}` {dict(**m, **t) or '(none)'}" for k, (m, t) in KNOBS.items() if k in used),
+                      ""])
 
 
 if __name__ == "__main__":

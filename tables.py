@@ -2,11 +2,12 @@
 <!-- <name>-table:start --> and <!-- <name>-table:end --> of one page, and is written there by
 code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
 and the glance table and the copy family's table are computed from results/*.json of three
-scripts (glance_table, copy_family_table; sync_glance writes both). Only for the repository's own
-results/ (eval_common.is_repo_results), never for smoke runs or previews.
+scripts (glance_table, copy_family_table; sync_glance writes both), the recipe table from
+recipe_ablation.py's and anchor_xtransformers.py's JSON (recipe_table). Only for the repository's
+own results/ (eval_common.is_repo_results), never for smoke runs or previews.
 
 extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
-copy_calibration.py sync_table. tests/test_readme.py checks that every page holds what these give.
+copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe. tests/test_readme.py checks that every page holds what these give.
 """
 from pathlib import Path
 
@@ -118,3 +119,44 @@ def sync_glance(results: Path) -> None:
     family = copy_family_table(Path(results))
     if family:
         sync_table("copy_family", family, results)
+
+
+def recipe_table(results: Path, anchor: bool = True) -> str:
+    """The recipe ablation's rows (results/recipe_ablation.json, in its order) and, with anchor=True,
+    the independent anchor's (results/anchor_xtransformers.json, last): ppl at the first and last scored length
+    for each scheme, the change against the baseline row in brackets, and the ALiBi / RoPE ratio
+    at the training length where both were scored. "" when there is no ablation."""
+    data = read_json(Path(results) / "recipe_ablation.json")
+    if not data:
+        return ""
+    rows = [dict(r) for r in data["rows"]]
+    other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
+    if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
+        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"]]
+    schemes_ = list(dict.fromkeys(r["scheme"] for r in rows))
+    by = {(r["knob"], r["scheme"]): r for r in rows}
+    L0, L1 = data["meta"]["lengths"][0], data["meta"]["lengths"][-1]
+    ratio = {"rope", "alibi"} <= set(schemes_)
+    head = "| knob | " + " | ".join(f"{s} ppl@{L0} | {s} ppl@{L1}" for s in schemes_) + \
+           (f" | alibi / rope @{L0} |" if ratio else " |")
+    lines = [head, "|---|" + "---|" * (2 * len(schemes_) + ratio)]
+    for knob in dict.fromkeys(r["knob"] for r in rows):
+        cells = []
+        for s in schemes_:
+            r, b = by.get((knob, s)), by.get(("baseline", s))
+            for L in (L0, L1):
+                v = None if r is None else r[f"ppl@{L}"]
+                rel = "" if v is None or b is None or knob == "baseline" else f" ({100 * (v / b[f'ppl@{L}'] - 1):+.1f}%)"
+                cells.append("" if v is None else f"{v:.2f}{rel}")
+        if ratio:
+            a, o = by.get((knob, "alibi")), by.get((knob, "rope"))
+            cells.append(f"{a[f'ppl@{L0}'] / o[f'ppl@{L0}']:.3f}" if a and o else "")
+        lines.append(f"| {knob} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sync_recipe(results: Path) -> None:
+    """Write recipe_table into its page (docs/recipe.md), repository results only."""
+    table = recipe_table(Path(results))
+    if table:
+        sync_table("recipe", table, results)

@@ -1,11 +1,14 @@
 """The recipe knobs of recipe_ablation.py do what their names say, and nothing else."""
+import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
 
 import recipe_ablation
+import tables
 from tiny_lm import BEFORE_FIELD, GPTConfig, TinyLM
 from variants import TrainConfig, make_optimizer
 
@@ -162,3 +165,33 @@ def test_a_broken_checkpoint_to_reuse_is_reported_before_anything_is_trained(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "tied_head/rope.pt is not a readable checkpoint" in err[0], err
     assert not (out / "baseline").exists(), "the baseline was trained before the broken checkpoint was found"
+
+
+def test_rows_of_other_settings_are_stale():
+    """A row is kept only if its recorded settings are what its knob trains now."""
+    args = recipe_ablation.parse_args([])
+    kw, tc = recipe_ablation.knob_settings("old", "rope", args, 50)
+    row = {"knob": "old", "scheme": "rope", "config": asdict(GPTConfig(**kw)), "train_config": asdict(tc)}
+    assert not recipe_ablation.stale(row, args, 50)
+    assert recipe_ablation.stale({**row, "knob": "decay_emb"}, args, 50), "a knob that is gone"
+    assert recipe_ablation.stale({k: v for k, v in row.items() if k != "config"}, args, 50), "a row without settings"
+    other = {**row, "train_config": {**row["train_config"], "decay": "all"}}
+    assert recipe_ablation.stale(other, args, 50), "a row trained with another decay rule"
+    seed1 = {**row, "train_config": {**row["train_config"], "seed": 1}}
+    assert not recipe_ablation.stale(seed1, args, 50), "a row of another seed is that seed's run"
+
+
+def test_recipe_table_is_computed_from_the_json(tmp_path):
+    rows = [{"knob": k, "scheme": s, "ppl@256": v, "ppl@4096": 2 * v}
+            for k, s, v in [("baseline", "rope", 5.0), ("baseline", "alibi", 5.25), ("old", "rope", 5.2), ("old", "alibi", 5.5)]]
+    meta = {"command": "x", "lengths": [256, 4096], "tokens": 65536}
+    (tmp_path / "recipe_ablation.json").write_text(json.dumps({"meta": meta, "rows": rows}))
+    (tmp_path / "anchor_xtransformers.json").write_text(json.dumps(
+        {"meta": meta, "rows": [{"scheme": "rope", "ppl@256": 4.9, "ppl@4096": 50.0}]}))
+    lines = tables.recipe_table(tmp_path).splitlines()
+    assert lines[0] == "| knob | rope ppl@256 | rope ppl@4096 | alibi ppl@256 | alibi ppl@4096 | alibi / rope @256 |"
+    assert lines[2] == "| baseline | 5.00 | 10.00 | 5.25 | 10.50 | 1.050 |", lines[2]
+    assert lines[3] == f"| old | 5.20 (+4.0%) | 10.40 (+4.0%) | 5.50 (+{100 * (5.5 / 5.25 - 1):.1f}%) | 11.00 (+4.8%) | " \
+                       f"{5.5 / 5.2:.3f} |", lines[3]
+    assert lines[4] == "| x-transformers (anchor_xtransformers.py) | 4.90 (-2.0%) | 50.00 (+400.0%) |  |  |  |", lines[4]
+    assert "x-transformers" not in tables.recipe_table(tmp_path, anchor=False)
