@@ -22,11 +22,14 @@ The model (x-transformers 2.31, its defaults except the size and the position sc
 - Scoring: perplexity.evaluate() on recipe_ablation.py's characters (65,536 validation characters
   in blocks spread over the held-out plays) at 256 and 4096.
 
-Writes <results>/anchor_xtransformers.json (a run of some schemes merges its rows); docs/recipe.md's
-table (tables.recipe_table) shows them beside recipe_ablation.py's rows. Checkpoints (state_dicts) go to
-runs/anchor/<scheme>.pt; one that exists is reused, so an interrupted run continues model by model.
+Writes <results>/anchor_xtransformers.json (a run of some schemes or seeds merges its rows, one per
+scheme and seed); docs/recipe.md's tables (tables.recipe_table, tables.seeds_vs_anchor) show them
+beside recipe_ablation.py's rows and beside our own seeds. Checkpoints (state_dicts) go to
+runs/anchor/<scheme>.pt (<scheme>_seed<s>.pt for seed s > 0); one that exists is reused, so an
+interrupted run continues model by model.
 
     python anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
+    python anchor_xtransformers.py --seed 1 && python anchor_xtransformers.py --seed 2   # two more seeds
     python anchor_xtransformers.py --quick           # smoke run: 2 layers of 32, 30 steps, under runs/quick/
 """
 import argparse
@@ -112,7 +115,7 @@ def settings(args) -> tuple:
 def run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out: Path, device):
     """Train (or reload) one anchor model; returns (model, training seconds)."""
     cfg = AnchorConfig(**sizes, scheme=scheme)
-    path = out / f"{scheme}.pt"
+    path = out / (f"{scheme}.pt" if tc.seed == 0 else f"{scheme}_seed{tc.seed}.pt")
     torch.manual_seed(tc.seed)
     model = XTransformersLM(cfg, len(vocab), tc.seq_len)
     if path.exists():
@@ -170,11 +173,12 @@ def main(argv=None) -> int:
         print(f"x-transformers/{scheme}: " + ", ".join(f"ppl@{L} {rows[-1][f'ppl@{L}']}" for L in lengths))
     from importlib.metadata import version  # the version scored, for the record
     meta = {"command": "python anchor_xtransformers.py" + (" --quick" if args.quick else "")
-            + (f" --schemes {args.schemes}" if args.schemes != "rope,alibi" else ""),
+            + (f" --schemes {args.schemes}" if args.schemes != "rope,alibi" else "") + " --seed <s>",
             "x_transformers": version("x-transformers"), "lengths": lengths, "tokens": tokens,
-            "train_config": asdict(tc)}
-    fresh = {r["scheme"] for r in rows}
-    rows = [r for r in (old or {}).get("rows", []) if r["scheme"] not in fresh] + rows
+            "train_config": {k: v for k, v in asdict(tc).items() if k != "seed"}}  # the seed is each row's
+    fresh = {(r["scheme"], r["seed"]) for r in rows}
+    rows = [r for r in (old or {}).get("rows", []) if (r["scheme"], r["seed"]) not in fresh] + rows
+    rows.sort(key=lambda r: (r["seed"], list(SCHEMES).index(r["scheme"])))
     tiny_lm.atomic_write_text(results / "anchor_xtransformers.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
     tables.sync_recipe(results)  # docs/recipe.md's table shows these rows beside the ablation's
     print(f"wrote {results}/anchor_xtransformers.json")

@@ -13,10 +13,13 @@ batches (training.train). Knobs:
                   weights); "+torch_init" keeps PyTorch's nn.Linear init, "+decay_all" decays every
                   parameter but the learned table, "+no_norm_bias" drops the LayerNorm biases,
                   "+no_emb_scale" puts the token table at std 0.02 with no sqrt(C) factor
-    qkv_gpt2      q/k/v weights at std 0.02 instead of C^-0.5 (GPT-2 init for every Linear)
+    gpt2_init     GPT-2's init for every Linear: std 0.02, residual projections 0.02/sqrt(2 n_layer)
+    qkv_unit      q/k/v weights at std C^-0.5 (the old recipe's unit-scale logits), the rest PyTorch's
+    resid_scaled  residual projections at GPT-2's 0.02/sqrt(2 n_layer), the rest PyTorch's
+    decay_all     weight decay on every parameter but the learned table, not on the Linear weights only
+    no_norm_bias  LayerNorms with a gain and no bias (x-transformers)
     no_emb_scale  token table at std 0.02 and no sqrt(C) factor (GPT-2) instead of C^-0.5 x sqrt(C)
     tied_head     output head tied to the token table (GPT-2) instead of untied
-    resid_plain   residual projections at std 0.02 instead of 0.02 / sqrt(2 n_layer)
     lr_1e-3       peak learning rate 1e-3 instead of 3e-3
 
 Scores: perplexity on the same validation characters as extrapolation_test.py (65,536 by default,
@@ -50,7 +53,7 @@ from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides). "baseline" is train_compare.py's recipe; the
-# recipes named old... set every field the recipe issue (#28) changed, so they mean the same whatever
+# recipes named old... set every field the recipe change of docs/recipe.md touched, so they mean the same whatever
 # the defaults are: "old" is the recipe before it, the others move it towards x-transformers' choices.
 OLD_MODEL = {"qkv_init": "unit", "resid_init": "scaled", "linear_init": "gpt2", "norm_bias": True, "emb_scale": True}
 TORCH_INIT = {"qkv_init": "torch", "resid_init": "torch", "linear_init": "torch"}
@@ -62,10 +65,13 @@ KNOBS = {
     "old+torch_init+decay_all": ({**OLD_MODEL, **TORCH_INIT}, {"decay": "all"}),
     "old+torch_init+decay_all+no_norm_bias": ({**OLD_MODEL, **TORCH_INIT, "norm_bias": False}, {"decay": "all"}),
     "old+torch_init+decay_all+no_emb_scale": ({**OLD_MODEL, **TORCH_INIT, "emb_scale": False}, {"decay": "all"}),
-    "qkv_gpt2": ({"qkv_init": "gpt2"}, {}),
+    "gpt2_init": ({"qkv_init": "gpt2", "resid_init": "scaled", "linear_init": "gpt2"}, {}),
+    "qkv_unit": ({"qkv_init": "unit"}, {}),
+    "resid_scaled": ({"resid_init": "scaled"}, {}),
+    "decay_all": ({}, {"decay": "all"}),
+    "no_norm_bias": ({"norm_bias": False}, {}),
     "no_emb_scale": ({"emb_scale": False}, {}),
     "tied_head": ({"tie_weights": True}, {}),
-    "resid_plain": ({"resid_init": "plain"}, {}),
     "lr_1e-3": ({}, {"lr": 1e-3}),
 }
 
@@ -226,7 +232,8 @@ def main(argv=None) -> int:
             except CheckpointError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
-            row = {"knob": knob, "scheme": scheme, "config": ck["config"], "train_config": ck["extra"]["train_config"]}
+            row = {"knob": knob, "scheme": scheme, "command": command(args), "config": ck["config"],
+                   "train_config": ck["extra"]["train_config"]}
             # ppl = exp(mean loss) over the same validation characters at every L
             losses, _, _ = evaluate(model, val_ids, lengths, blocks, 16384, f"{knob}/{scheme}")
             for L in lengths:
@@ -273,8 +280,9 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
             print(f"dropped {len(gone)} rows trained with other settings than their knob's now: {', '.join(gone)}")
         rows = [r for r in kept if f"{r['knob']}/{r['scheme']}" not in gone] + rows
         rows.sort(key=lambda r: list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS))
-        if old["meta"]["command"] != meta["command"]:  # the table now holds rows of both runs
-            meta["command"] = f"{old['meta']['command']}`, then `{meta['command']}"
+    # the commands that made the rows kept, in order (a row without its own is older: the file's)
+    made_by = [r.get("command", (old or {}).get("meta", {}).get("command")) for r in rows]
+    meta["command"] = "`; `".join(dict.fromkeys(c for c in made_by if c))
     results.mkdir(parents=True, exist_ok=True)
     tiny_lm.atomic_write_text(results / "recipe_ablation.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
     redraw(results)

@@ -123,7 +123,7 @@ def sync_glance(results: Path) -> None:
 
 def recipe_table(results: Path, anchor: bool = True) -> str:
     """The recipe ablation's rows (results/recipe_ablation.json, in its order) and, with anchor=True,
-    the independent anchor's (results/anchor_xtransformers.json, last): ppl at the first and last scored length
+    the independent anchor's seed 0 (results/anchor_xtransformers.json, last): ppl at the first and last scored length
     for each scheme, the change against the baseline row in brackets, and the ALiBi / RoPE ratio
     at the training length where both were scored. "" when there is no ablation."""
     data = read_json(Path(results) / "recipe_ablation.json")
@@ -132,7 +132,7 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     rows = [dict(r) for r in data["rows"]]
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
-        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"]]
+        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"] if r.get("seed", 0) == 0]
     schemes_ = list(dict.fromkeys(r["scheme"] for r in rows))
     by = {(r["knob"], r["scheme"]): r for r in rows}
     L0, L1 = data["meta"]["lengths"][0], data["meta"]["lengths"][-1]
@@ -156,7 +156,38 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
 
 
 def sync_recipe(results: Path) -> None:
-    """Write recipe_table into its page (docs/recipe.md), repository results only."""
-    table = recipe_table(Path(results))
-    if table:
-        sync_table("recipe", table, results)
+    """Write recipe_table and seeds_vs_anchor into their page (docs/recipe.md), repository results only."""
+    for name, table in (("recipe", recipe_table(Path(results))), ("anchor_seeds", seeds_vs_anchor(Path(results)))):
+        if table:
+            sync_table(name, table, results)
+
+
+def seeds_vs_anchor(results: Path) -> str:
+    """Our rope and alibi against the x-transformers anchor at the training length, seed by seed:
+    ours from results/extrapolation.json (rows rope, rope [seed1], ...), the anchor's from
+    results/anchor_xtransformers.json; the mean of the seeds both have, and ours / anchor of the
+    means. "" until both have a seed of a scheme."""
+    ex = read_json(Path(results) / "extrapolation.json")
+    anchor = read_json(Path(results) / "anchor_xtransformers.json")
+    if not ex or not anchor:
+        return ""
+    L0 = anchor["meta"]["lengths"][0]
+    ours = {}
+    for r in ex["rows"]:
+        row = row_names.parse(r["variant"])  # rope [seed1]: the checkpoint rope of the folder runs/seed1
+        seed = int(row.seed.removeprefix("seed")) if row.seed.removeprefix("seed").isdigit() else None if row.seed else 0
+        if row.checkpoint in ("rope", "alibi") and not row.scaling and not row.switch and seed is not None:
+            ours[(row.checkpoint, seed)] = r[f"ppl_{L0}"]
+    theirs = {(r["scheme"], r.get("seed", 0)): r[f"ppl@{L0}"] for r in anchor["rows"]}
+    lines = [f"| scheme | ours, ppl@{L0} by seed | x-transformers, by seed | ours, mean | x-transformers, mean | "
+             f"ours / x-transformers |", "|---|---|---|---|---|---|"]
+    for scheme in ("rope", "alibi"):
+        seeds = sorted(s for (sc, s) in ours if sc == scheme and (sc, s) in theirs)
+        if not seeds:
+            continue
+        a = [ours[(scheme, s)] for s in seeds]
+        b = [theirs[(scheme, s)] for s in seeds]
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        lines.append(f"| {scheme} | {' / '.join(f'{v:.2f}' for v in a)} | {' / '.join(f'{v:.2f}' for v in b)} | "
+                     f"{ma:.3f} | {mb:.3f} | {ma / mb:.3f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""

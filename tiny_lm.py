@@ -96,12 +96,13 @@ class GPTConfig:
     causal: bool = True
     tie_weights: bool = False
     mlp_ratio: int = 4
-    # Initialisation and input scale (the recipe; recipe_ablation.py measures each choice).
-    # "torch" keeps PyTorch's own nn.Linear init: weight and bias uniform in +-1/sqrt(fan_in).
+    # Initialisation and input scale (the recipe, docs/recipe.md; recipe_ablation.py measures each choice).
+    # "torch" keeps PyTorch's own nn.Linear init, weight and bias uniform in +-1/sqrt(fan_in): the recipe's
+    # choice for every Linear, because it beat GPT-2's init for both RoPE and ALiBi (docs/recipe.md).
     emb_scale: bool = True          # tokens at std C^-0.5 times sqrt(C) (Vaswani 3.4); False: GPT-2's std 0.02, no scale
-    qkv_init: str = "unit"          # "unit": q/k/v weights std C^-0.5 (unit-scale logits); "gpt2": std 0.02; "torch"
-    resid_init: str = "scaled"      # "scaled": residual projections std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02; "torch"
-    linear_init: str = "gpt2"       # the other Linears (MLP fc, head): "gpt2": std 0.02, bias 0; "torch"
+    qkv_init: str = "torch"         # q/k/v weights: "torch"; "unit": std C^-0.5 (unit-scale logits); "gpt2": std 0.02
+    resid_init: str = "torch"       # residual projections: "torch"; "scaled": std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02
+    linear_init: str = "torch"      # the other Linears (MLP fc, head): "torch"; "gpt2": std 0.02, bias 0
     norm_bias: bool = True          # LayerNorms with a bias; False: a gain only (x-transformers, most newer models)
 
     def __post_init__(self):
@@ -325,7 +326,7 @@ class TinyLM(nn.Module):
             keep |= {blk.attn.qkv for blk in self.blocks}
         if cfg.resid_init == "torch":
             keep |= {m for blk in self.blocks for m in (blk.attn.out, blk.mlp.proj)}
-        for m in self.modules():  # GPT-2: every Linear at std 0.02, biases 0 ...
+        for m in self.modules():  # GPT-2: every Linear at std 0.02, biases 0 ... (for those not "torch")
             if isinstance(m, nn.Linear) and m not in keep:
                 nn.init.normal_(m.weight, 0.0, 0.02)
                 if m.bias is not None:

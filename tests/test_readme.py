@@ -48,6 +48,13 @@ def test_copy_family_table_is_computed_from_results():
     assert text == want, f"{page.name}'s copy_family table differs from the one results/ gives:\n{want}"
 
 
+@pytest.mark.parametrize("name,make", [("recipe", tables.recipe_table), ("anchor_seeds", tables.seeds_vs_anchor)])
+def test_recipe_tables_are_computed_from_results(name, make):
+    page, text = block(name)
+    want = make(ROOT / "results").strip()
+    assert text == want, f"{page.name}'s {name} table differs from the one results/ gives:\n{want}"
+
+
 def test_readme_is_short_and_finished():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme) <= 15_000, f"README.md has {len(readme):,} characters; the limit is 15,000"

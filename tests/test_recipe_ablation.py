@@ -9,6 +9,7 @@ import torch
 
 import recipe_ablation
 import tables
+import tiny_lm
 from tiny_lm import BEFORE_FIELD, GPTConfig, TinyLM
 from variants import TrainConfig, make_optimizer
 
@@ -26,19 +27,19 @@ def std_close(t: torch.Tensor, want: float, what: str, rel: float = 0.1) -> None
     assert abs(got / want - 1) < rel, f"{what}: std {got:.4f}, want {want:.4f} (within {rel:.0%})"
 
 
-@pytest.mark.parametrize("qkv_init, want", [("unit", C ** -0.5), ("gpt2", 0.02)])
+@pytest.mark.parametrize("qkv_init, want", [("unit", C ** -0.5), ("gpt2", 0.02), ("torch", (3 * C) ** -0.5)])
 def test_qkv_init(qkv_init, want):
     m = model(qkv_init=qkv_init)
     for i, blk in enumerate(m.blocks):
         std_close(blk.attn.qkv.weight, want, f"block {i} qkv ({qkv_init})")
 
 
-@pytest.mark.parametrize("resid_init, want", [("scaled", 0.02 / math.sqrt(2 * L)), ("plain", 0.02)])
+@pytest.mark.parametrize("resid_init, want", [("scaled", 0.02 / math.sqrt(2 * L)), ("plain", 0.02), ("torch", None)])
 def test_residual_projection_init(resid_init, want):
     m = model(resid_init=resid_init)
-    for i, blk in enumerate(m.blocks):
-        std_close(blk.attn.out.weight, want, f"block {i} attn.out ({resid_init})")
-        std_close(blk.mlp.proj.weight, want, f"block {i} mlp.proj ({resid_init})")
+    for i, blk in enumerate(m.blocks):  # torch: std 1/sqrt(3 fan_in), fan_in C for attn.out, 4C for mlp.proj
+        std_close(blk.attn.out.weight, want or (3 * C) ** -0.5, f"block {i} attn.out ({resid_init})")
+        std_close(blk.mlp.proj.weight, want or (12 * C) ** -0.5, f"block {i} mlp.proj ({resid_init})")
 
 
 @pytest.mark.parametrize("emb_scale", [True, False])
@@ -96,17 +97,25 @@ def test_torch_init_keeps_pytorchs_linear_init():
                 assert lin.bias.abs().max().item() <= bound and lin.bias.std().item() > bound / 4, \
                     f"block {i} {name}: bias not nn.Linear's uniform draw (std {lin.bias.std().item():.4f})"
     std_close(m.head.weight, C ** -0.5 / math.sqrt(3), "head")
-    gpt2 = model()
+    gpt2 = model(linear_init="gpt2", resid_init="scaled")
     assert gpt2.blocks[0].mlp.fc.bias.abs().max().item() == 0, "GPT-2 init: biases start at 0"
+    assert model().state_dict().keys() == m.state_dict().keys() and all(
+        torch.equal(v, m.state_dict()[k]) for k, v in model().state_dict().items()), "the default is PyTorch's init"
 
 
-def test_older_init_fields_give_the_weights_they_always_gave():
-    """The init fields added by the recipe change, at their older values, draw what the model drew before them."""
-    a = model(linear_init="gpt2", norm_bias=True).state_dict()
-    torch.manual_seed(0)
-    b = TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos="none",
-                         qkv_init="unit", resid_init="scaled", **BEFORE_FIELD))
-    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.items())
+def test_a_checkpoint_from_before_the_recipe_fields_loads_as_it_was_trained(tmp_path):
+    """A checkpoint whose config lacks linear_init and norm_bias was built with GPT-2's init and
+    LayerNorm biases (BEFORE_FIELD, the old recipe's values): it loads, with those values."""
+    assert BEFORE_FIELD.items() <= recipe_ablation.OLD_MODEL.items(), BEFORE_FIELD
+    old = model(**{**recipe_ablation.OLD_MODEL, "norm_bias": True})
+    tiny_lm.save_checkpoint(tmp_path / "old.pt", old, "x" * 50, 0, {})
+    ck = torch.load(tmp_path / "old.pt", weights_only=True)
+    for k in BEFORE_FIELD:
+        del ck["config"][k]
+    torch.save(ck, tmp_path / "old.pt")
+    loaded, ck = tiny_lm.load_checkpoint(tmp_path / "old.pt")
+    assert {k: ck["config"][k] for k in BEFORE_FIELD} == BEFORE_FIELD, ck["config"]
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in old.state_dict().items())
 
 
 @pytest.mark.parametrize("norm_bias", [True, False])

@@ -96,9 +96,12 @@ def test_split_heads_is_the_projection_cut_into_heads():
 
 
 def test_mlp_parts_and_init_by_module():
-    """The MLP is fc -> GELU -> proj; residual projections (attn.out, mlp.proj) get std 0.02/sqrt(2 n_layer),
-    the other Linear weights std 0.02 (or C^-0.5 for qkv), checked on a wide model so the sample std is tight."""
-    cfg = GPTConfig(vocab_size=V, n_layer=3, n_head=4, n_embd=256, pos="none")
+    """The MLP is fc -> GELU -> proj. Under GPT-2's init (the recipe before docs/recipe.md's change) residual
+    projections (attn.out, mlp.proj) get std 0.02/sqrt(2 n_layer), the other Linear weights std 0.02 (or
+    C^-0.5 for qkv), checked on a wide model so the sample std is tight; tests/test_recipe_ablation.py
+    checks the default, PyTorch's init."""
+    cfg = GPTConfig(vocab_size=V, n_layer=3, n_head=4, n_embd=256, pos="none", qkv_init="unit", resid_init="scaled",
+                    linear_init="gpt2")
     torch.manual_seed(0)
     model = TinyLM(cfg)
     blk = model.blocks[0]
