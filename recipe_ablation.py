@@ -293,15 +293,15 @@ def redraw(results: Path) -> int:
     data = json_to_redraw(results / "recipe_ablation.json", "python recipe_ablation.py")
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in data["rows"]]  # settings stay in the JSON
     tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(flat))
-    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data["meta"]))
+    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data))
     tables.sync_recipe(results)
     return 0
 
 
-def markdown_table(results: Path, meta) -> str:
-    """results/recipe_ablation.md: the command, what is scored, the table (docs/recipe.md's adds
-    the anchor's rows) and each knob's overrides."""
-    used = {r["knob"] for r in read_json(results / "recipe_ablation.json")["rows"]}
+def markdown_table(results: Path, data: dict) -> str:
+    """results/recipe_ablation.md from its JSON (data): the command, what is scored, the table
+    (docs/recipe.md's adds the anchor's rows) and each knob's overrides."""
+    meta, used = data["meta"], {r["knob"] for r in data["rows"]}
     return "\n".join(["# Recipe ablation", "", f"Command: `{meta['command']}`", "",
                       f"Perplexity per character on the same {meta['tokens']:,} validation characters at every "
                       f"length (non-overlapping windows). In brackets: change against the baseline row.", "",

@@ -7,7 +7,8 @@ recipe_ablation.py's and anchor_xtransformers.py's JSON (recipe_table). Only for
 own results/ (eval_common.is_repo_results), never for smoke runs or previews.
 
 extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
-copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe. tests/test_readme.py checks that every page holds what these give.
+copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe.
+tests/test_readme.py checks that every page holds what these give.
 """
 from pathlib import Path
 
@@ -122,9 +123,9 @@ def sync_glance(results: Path) -> None:
 
 
 def recipe_table(results: Path, anchor: bool = True) -> str:
-    """The recipe ablation's rows (results/recipe_ablation.json, in its order) and, with anchor=True,
-    the independent anchor's seed 0 (results/anchor_xtransformers.json, last): ppl at the first and last scored length
-    for each scheme, the change against the baseline row in brackets, and the ALiBi / RoPE ratio
+    """The recipe ablation's rows (results/recipe_ablation.json, in its order) and, with
+    anchor=True, the independent anchor's seed 0 (results/anchor_xtransformers.json, last): ppl at
+    the first and last scored length for each scheme, the change against the baseline row in brackets, and the ALiBi / RoPE ratio
     at the training length where both were scored. "" when there is no ablation."""
     data = read_json(Path(results) / "recipe_ablation.json")
     if not data:
@@ -175,9 +176,9 @@ def seeds_vs_anchor(results: Path) -> str:
     ours = {}
     for r in ex["rows"]:
         row = row_names.parse(r["variant"])  # rope [seed1]: the checkpoint rope of the folder runs/seed1
-        seed = int(row.seed.removeprefix("seed")) if row.seed.removeprefix("seed").isdigit() else None if row.seed else 0
-        if row.checkpoint in ("rope", "alibi") and not row.scaling and not row.switch and seed is not None:
-            ours[(row.checkpoint, seed)] = r[f"ppl_{L0}"]
+        seed = row.seed.removeprefix("seed") or "0"  # "" for runs/main: seed 0
+        if row.checkpoint in ("rope", "alibi") and not row.scaling and not row.switch and seed.isdigit():
+            ours[(row.checkpoint, int(seed))] = r[f"ppl_{L0}"]
     theirs = {(r["scheme"], r.get("seed", 0)): r[f"ppl@{L0}"] for r in anchor["rows"]}
     lines = [f"| scheme | ours, ppl@{L0} by seed | x-transformers, by seed | ours, mean | x-transformers, mean | "
              f"ours / x-transformers |", "|---|---|---|---|---|---|"]

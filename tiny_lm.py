@@ -65,8 +65,9 @@ class CheckpointError(ValueError):
 
 # ----------------------------------------------------------------------------- model
 
-# What a model built before a field existed had: a checkpoint without the field loads with this.
-BEFORE_FIELD = {"linear_init": "gpt2", "norm_bias": True}
+# What a model built before a field existed had (or before its default changed, for the init fields):
+# a checkpoint without the field loads with this.
+BEFORE_FIELD = {"qkv_init": "unit", "resid_init": "scaled", "linear_init": "gpt2", "norm_bias": True}
 
 
 @dataclass
