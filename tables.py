@@ -10,6 +10,7 @@ extrapolation_test.py and long_context_test.py call sync_table and sync_glance w
 copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe.
 tests/test_readme.py checks that every page holds what these give.
 """
+from dataclasses import replace
 from pathlib import Path
 
 import row_names
@@ -112,14 +113,51 @@ def copy_family_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+CURRENT_ROWS = ("rope", "rope_partial25", "rope_p75", "irope", "irope (no temp)", "gemma_hybrid")
+
+
+def current_models_table(results: Path) -> str:
+    """docs/current_models.md's table, from extrapolation.json and context_use.json: for plain RoPE
+    and the current models' text-trained rows, ppl at the training length seed by seed (seed 0,
+    then the rows of runs/seed1, runs/seed2, ...), ppl@4096 of seed 0, and the loss on fixed
+    targets with no context, 192 characters and the longest context measured. "" without rows."""
+    ex_data = read_json(results / "extrapolation.json")
+    ex, longest = ex_data.get("rows", []), max(ex_data.get("meta", {}).get("lengths", [4096]))
+    ctx = read_json(results / "context_use.json")
+    by_ctx = {r["variant"]: r for r in ctx.get("rows", [])}
+    contexts = ctx.get("meta", {}).get("contexts", [])
+    shown = [c for c in (0, 192, max(contexts, default=0)) if c in contexts]
+    seeds, plain = {}, {}
+    for r in ex:
+        row = row_names.parse(r["variant"])
+        name = replace(row, seed="").name  # rope [seed1] -> rope
+        if name in CURRENT_ROWS:
+            seeds.setdefault(name, []).append((row.seed, r[f"ppl_{r['train_len']}"]))
+            if not row.seed:
+                plain[name] = r
+    names = [n for n in CURRENT_ROWS if n in plain or n in by_ctx]
+    if not names or not any(n != "rope" for n in names):
+        return ""
+    lines = [f"| variant | ppl at the training length, seed 0 / 1 / 2 | ppl@{longest} (seed 0) | loss with "
+             + " / ".join(str(c) for c in shown) + " characters of context |", "|---|---|---|---|"]
+    for name in names:
+        ppl = " / ".join(f"{v:.2f}" for _, v in sorted(seeds.get(name, []))) or "-"
+        far = plain.get(name, {}).get(f"ppl_{longest}")
+        c = by_ctx.get(name)
+        loss = " / ".join(f"{c[f'c{k}']:.3f}" for k in shown) if c else "-"
+        lines.append(f"| {name} | {ppl} | {'-' if far is None else f'{far:.2f}'} | {loss} |")
+    return "\n".join(lines) + "\n"
+
+
 def sync_glance(results: Path) -> None:
-    """Recompute the glance table and the copy family's table and write them into their pages
-    (repository results only)."""
+    """Recompute the glance table, the copy family's table and the current models' table and write
+    them into their pages (repository results only)."""
     if (Path(results) / "extrapolation.json").exists():
         sync_table("glance", glance_table(Path(results)), results)
-    family = copy_family_table(Path(results))
-    if family:
-        sync_table("copy_family", family, results)
+    for name, table in (("copy_family", copy_family_table(Path(results))),
+                        ("current_models", current_models_table(Path(results)))):
+        if table:
+            sync_table(name, table, results)
 
 
 def recipe_table(results: Path, anchor: bool = True) -> str:

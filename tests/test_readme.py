@@ -48,7 +48,8 @@ def test_copy_family_table_is_computed_from_results():
     assert text == want, f"{page.name}'s copy_family table differs from the one results/ gives:\n{want}"
 
 
-@pytest.mark.parametrize("name,make", [("recipe", tables.recipe_table), ("anchor_seeds", tables.seeds_vs_anchor)])
+@pytest.mark.parametrize("name,make", [("recipe", tables.recipe_table), ("anchor_seeds", tables.seeds_vs_anchor),
+                                       ("current_models", tables.current_models_table)])
 def test_recipe_tables_are_computed_from_results(name, make):
     page, text = block(name)
     want = make(ROOT / "results").strip()

@@ -55,3 +55,22 @@ def test_copy_family_table_names_the_text_twin_of_the_new_rows(tmp_path):
     assert lines["irope_copy_notemp"].startswith("| irope_copy_notemp | 5.61 | irope 5.12 |"), lines
     assert lines["irope_copy_notemp (temp on)"].startswith("| irope_copy_notemp (temp on) | 5.61 | irope 5.12 |")
     assert lines["irope_copy (no temp)"].startswith("| irope_copy (no temp) | 5.55 | irope 5.12 |"), lines
+
+
+def test_current_models_table_puts_seeds_in_order_and_reads_the_stated_contexts(tmp_path):
+    """Seed 0's row first, then [seed1], [seed2]; ppl@4096 of seed 0 only; losses at 0, 192 and the
+    longest context measured; a row without context use gets '-'; a table without any current row is ""."""
+    ex = [{"variant": n, "train_len": 256, "ppl_256": p, "ppl_4096": 10 * p} for n, p in
+          (("rope [seed2]", 4.83), ("rope", 4.89), ("rope [seed1]", 4.79), ("irope", 5.12), ("irope [seed1]", 5.06))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {"lengths": [256, 4096]}, "rows": ex}))
+    ctx = [{"variant": "rope", "c0": 1.5, "c64": 9.0, "c192": 1.9, "c3840": 3.7},
+           {"variant": "irope (no temp)", "c0": 1.6, "c64": 9.0, "c192": 1.6, "c3840": 1.625}]
+    (tmp_path / "context_use.json").write_text(json.dumps({"meta": {"contexts": [0, 64, 192, 3840]}, "rows": ctx}))
+    lines = tables.current_models_table(tmp_path).splitlines()
+    assert lines[0].endswith("| ppl@4096 (seed 0) | loss with 0 / 192 / 3840 characters of context |"), lines[0]
+    assert lines[2:] == ["| rope | 4.89 / 4.79 / 4.83 | 48.90 | 1.500 / 1.900 / 3.700 |",
+                         "| irope | 5.12 / 5.06 | 51.20 | - |",
+                         "| irope (no temp) | - | - | 1.600 / 1.600 / 1.625 |"], lines
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {"lengths": [256]}, "rows": ex[:3]}))
+    (tmp_path / "context_use.json").write_text(json.dumps({"meta": {"contexts": [0]}, "rows": []}))
+    assert tables.current_models_table(tmp_path) == "", "plain RoPE alone is not a current-models table"
