@@ -113,7 +113,7 @@ def copy_family_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-CURRENT_ROWS = ("rope", "rope_partial25", "rope_p75", "irope", "irope (no temp)", "gemma_hybrid")
+CURRENT_ROWS = ("rope", "rope_partial25", "rope_p75", "irope_global", "irope", "irope (no temp)", "gemma_hybrid")
 
 
 def current_models_table(results: Path) -> str:
