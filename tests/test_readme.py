@@ -26,6 +26,7 @@ def block(name: str):
 @pytest.mark.parametrize("name,script", [("extrapolation", "extrapolation_test.py"),
                                          ("context_use", "long_context_test.py"),
                                          ("retrieval", "long_context_test.py"),
+                                         ("retrieval_formats", "long_context_test.py"),
                                          ("copy_calibration", "copy_calibration.py")])
 def test_tables_are_the_results_tables(name, script):
     page, text = block(name)
