@@ -102,3 +102,14 @@ def test_results_page_quotes_final_validation_losses():
     for scheme, value in quoted.items():
         diff = abs(float(value) - last[scheme])
         assert diff < 5e-4, f"docs quote {scheme} {value}, train_log.csv ends at {last[scheme]:.4f} (diff {diff:.1e})"
+
+
+def test_breakage_page_quotes_the_char_lm_table():
+    """docs/breakage.md's 实验 2 table: every row is results/breakage.md's row without its wall-time column."""
+    page = (ROOT / "docs" / "breakage.md").read_text(encoding="utf-8")
+    results = (ROOT / "results" / "breakage.md").read_text(encoding="utf-8")
+    written = {ln.rsplit(" | ", 1)[0] + " |" for ln in results.split("## 2.", 1)[1].splitlines() if ln.startswith("| ")}
+    quoted = [ln for ln in page.split("## 2.", 1)[1].split("\n\n(from", 1)[0].splitlines() if ln.startswith("| ")][1:]
+    assert len(quoted) == 4, f"docs/breakage.md's 实验 2 table lost rows (the header aside): {quoted}"
+    stale = [ln for ln in quoted if ln not in written]
+    assert not stale, f"docs/breakage.md quotes rows results/breakage.md does not hold: {stale}"
