@@ -1,8 +1,9 @@
 """The tables in README.md and the docs/ pages. Each sits between the markers
 <!-- <name>-table:start --> and <!-- <name>-table:end --> of one page, and is written there by
 code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
-and the glance table and the copy family's table are computed from results/*.json of three
-scripts (glance_table, copy_family_table; sync_glance writes both), the recipe table from
+and the glance table, the copy family's table and the current models' table are computed from
+results/*.json of three scripts (glance_table, copy_family_table, current_models_table;
+sync_glance writes them), the recipe table from
 recipe_ablation.py's and anchor_xtransformers.py's JSON (recipe_table). Only for the repository's
 own results/ (eval_common.is_repo_results), never for smoke runs or previews.
 
