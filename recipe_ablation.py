@@ -28,11 +28,14 @@ Scores: perplexity on the same validation characters as extrapolation_test.py (6
 in blocks spread over the three held-out plays, cut into non-overlapping windows) at the training
 length and at 4096. Writes
 <results>/recipe_ablation.json (a run of some knobs merges its rows into it), and .csv and .md
-drawn from it. Checkpoints go to runs/recipe/<knob>/<scheme>.pt; a run whose checkpoint exists
-is reused, so an interrupted ablation continues where it stopped.
+drawn from it. Checkpoints go to runs/recipe/<knob>/<scheme>.pt (<scheme>_seed<s>.pt for --seed
+s > 0); a run whose checkpoint exists is reused, so an interrupted ablation continues where it
+stopped. Rows are kept per knob, scheme and seed: a run of another --seed adds its rows beside
+seed 0's, and docs/recipe.md sets a knob's seeds against the recipe's (tables.recipe_seeds_table).
 
     python recipe_ablation.py                                  # rope and alibi under every knob (docs/recipe.md: wall time)
     python recipe_ablation.py --knobs baseline --schemes sin,learned
+    python recipe_ablation.py --knobs no_emb_scale --schemes alibi --seed 1   # a second seed of one row
     python recipe_ablation.py --quick                          # smoke run, writes under runs/quick/
     python recipe_ablation.py --redraw                         # .csv and .md from results/recipe_ablation.json
 """
@@ -81,7 +84,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--knobs", default=",".join(KNOBS), help=f"comma-separated knobs (known: {','.join(KNOBS)})")
     p.add_argument("--schemes", default="rope,alibi", help=f"comma-separated schemes (known: {','.join(tiny_lm.SCHEMES)})")
-    p.add_argument("--seed", type=int, default=0, help="seed for initialisation and batch order (same for every run)")
+    p.add_argument("--seed", type=int, default=0, help="seed for initialisation and batch order, the same for every "
+                                                       "model of the run; rows of each seed are kept apart")
     p.add_argument("--lengths", default=None, help="evaluation lengths, the first is the training length's "
                                                    "column (default 256,4096; 64,256 with --quick)")
     p.add_argument("--tokens", type=int, default=65536, help="validation characters scored at every length")
@@ -110,20 +114,28 @@ def knob_settings(knob: str, scheme: str, args, vocab_size: int) -> tuple:
     return {"vocab_size": vocab_size, "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}, tc
 
 
+def checkpoint_path(out: Path, knob: str, scheme: str, seed: int) -> Path:
+    """Where one (knob, scheme, seed) model lives: <out>/<knob>/<scheme>.pt, _seed<s> for seed s > 0."""
+    return out / knob / f"{scheme}{f'_seed{seed}' if seed else ''}.pt"
+
+
 def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
     """Every checkpoint in --out this run would reuse, loaded and compared with its settings before
     anything is trained: CheckpointError (one line) for an unreadable one or one from other settings."""
     for knob in knobs:
-        for scheme in (s for s in schemes if (out / knob / f"{s}.pt").exists()):
+        for scheme in schemes:
+            path = checkpoint_path(out, knob, scheme, args.seed)
+            if not path.exists():
+                continue
             kw, tc = knob_settings(knob, scheme, args, vocab_size)
-            ck = tiny_lm.load_checkpoint(out / knob / f"{scheme}.pt", make_with="python recipe_ablation.py")[1]
+            ck = tiny_lm.load_checkpoint(path, make_with="python recipe_ablation.py")[1]
             if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
-                raise CheckpointError(f"{out / knob / scheme}.pt was trained with other settings; delete it to retrain")
+                raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
 
 
 def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
-    path = out / knob / f"{scheme}.pt"
+    path = checkpoint_path(out, knob, scheme, args.seed)
     kw, tc = knob_settings(knob, scheme, args, len(vocab))
     main_path = Path(args.main_dir) / f"{scheme}.pt"
     # the baseline is train_compare.py's own run: reuse its checkpoint when every setting matches
@@ -264,8 +276,13 @@ def stale(row: dict, args, vocab_size: int) -> bool:
     return row.get("config") != asdict(GPTConfig(**kw)) or row.get("train_config") != asdict(tc)
 
 
+def row_key(row: dict) -> tuple:
+    """(knob, scheme, seed): one row of the ablation; a new run's row replaces the old one of its key."""
+    return row["knob"], row["scheme"], tables.row_seed(row)
+
+
 def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> None:
-    """Merge these rows into results/recipe_ablation.json (rows of other knobs and schemes stay,
+    """Merge these rows into results/recipe_ablation.json (rows of other knobs, schemes and seeds stay,
     unless is_stale(row): then they are dropped, and named; the lengths and scored characters must
     match), then redraw the tables from it."""
     old = read_json(results / "recipe_ablation.json")
@@ -274,13 +291,14 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
             print(f"error: {results}/recipe_ablation.json was scored at lengths {old['meta']['lengths']} on "
                   f"{old['meta']['tokens']} characters; use the same settings or another --results", file=sys.stderr)
             sys.exit(2)
-        fresh = {(r["knob"], r["scheme"]) for r in rows}
-        kept = [r for r in old["rows"] if (r["knob"], r["scheme"]) not in fresh]
-        gone = [f"{r['knob']}/{r['scheme']}" for r in kept if is_stale(r)]
+        fresh = {row_key(r) for r in rows}
+        kept = [r for r in old["rows"] if row_key(r) not in fresh]
+        gone = [r for r in kept if is_stale(r)]
         if gone:
-            print(f"dropped {len(gone)} rows trained with other settings than their knob's now: {', '.join(gone)}")
-        rows = [r for r in kept if f"{r['knob']}/{r['scheme']}" not in gone] + rows
-        rows.sort(key=lambda r: list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS))
+            print(f"dropped {len(gone)} rows trained with other settings than their knob's now: "
+                  + ", ".join("{}/{} seed {}".format(*row_key(r)) for r in gone))
+        rows = [r for r in kept if r not in gone] + rows
+        rows.sort(key=lambda r: (list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS), tables.row_seed(r)))
     # the commands that made the rows kept, in order (a row without its own is older: the file's)
     made_by = [r.get("command", (old or {}).get("meta", {}).get("command")) for r in rows]
     meta["command"] = "`; `".join(dict.fromkeys(c for c in made_by if c))
@@ -300,13 +318,16 @@ def redraw(results: Path) -> int:
 
 
 def markdown_table(results: Path, data: dict) -> str:
-    """results/recipe_ablation.md from its JSON (data): the command, what is scored, the table
-    (docs/recipe.md's adds the anchor's rows) and each knob's overrides."""
+    """results/recipe_ablation.md from its JSON (data): the command, what is scored, the table of
+    seed 0 (docs/recipe.md's adds the anchor's rows), the knobs of more seeds, each knob's overrides."""
     meta, used = data["meta"], {r["knob"] for r in data["rows"]}
+    seeds = tables.recipe_seeds_table(results)
     return "\n".join(["# Recipe ablation", "", f"Command: `{meta['command']}`", "",
                       f"Perplexity per character on the same {meta['tokens']:,} validation characters at every "
-                      f"length (non-overlapping windows). In brackets: change against the baseline row.", "",
+                      f"length (non-overlapping windows). In brackets: change against the baseline row. Seed 0.", "",
                       tables.recipe_table(results, anchor=False),
+                      *(["Knobs trained at more than one seed, against the recipe at the same seeds:", "", seeds]
+                        if seeds else []),
                       "Knobs (overrides of GPTConfig / TrainConfig): "
                       + "; ".join(f"`{k}` {dict(**m, **t) or '(none)'}" for k, (m, t) in KNOBS.items() if k in used),
                       ""])

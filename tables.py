@@ -3,8 +3,8 @@
 code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
 and the glance table, the copy family's table and the current models' table are computed from
 results/*.json of three scripts (glance_table, copy_family_table, current_models_table;
-sync_glance writes them), the recipe table from
-recipe_ablation.py's and anchor_xtransformers.py's JSON (recipe_table). Only for the repository's
+sync_glance writes them), the recipe tables from recipe_ablation.py's, anchor_xtransformers.py's
+and extrapolation_test.py's JSON (recipe_table, recipe_seeds_table, seeds_vs_anchor; sync_recipe). Only for the repository's
 own results/ (eval_common.is_repo_results), never for smoke runs or previews.
 
 extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
@@ -169,7 +169,7 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     data = read_json(Path(results) / "recipe_ablation.json")
     if not data:
         return ""
-    rows = [dict(r) for r in data["rows"]]
+    rows = [dict(r) for r in data["rows"] if row_seed(r) == 0]  # other seeds: recipe_seeds_table
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"] if r.get("seed", 0) == 0]
@@ -195,11 +195,55 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def row_seed(row: dict) -> int:
+    """The training seed of a recipe_ablation row (rows from before it was recorded: seed 0)."""
+    return (row.get("train_config") or {}).get("seed", 0)
+
+
 def sync_recipe(results: Path) -> None:
-    """Write recipe_table and seeds_vs_anchor into their page (docs/recipe.md), repository results only."""
-    for name, table in (("recipe", recipe_table(Path(results))), ("anchor_seeds", seeds_vs_anchor(Path(results)))):
+    """Write recipe_table, recipe_seeds_table and seeds_vs_anchor into their page (docs/recipe.md),
+    repository results only."""
+    for name, table in (("recipe", recipe_table(Path(results))), ("recipe_seeds", recipe_seeds_table(Path(results))),
+                        ("anchor_seeds", seeds_vs_anchor(Path(results)))):
         if table:
             sync_table(name, table, results)
+
+
+def main_seeds(results: Path, L0: int) -> dict:
+    """{(scheme, seed): ppl at L0} of train_compare.py's runs of the five schemes in
+    results/extrapolation.json (rows rope, rope [seed1], ...: the checkpoint rope of runs/main,
+    runs/seed1, ...), without scaled or switched rows."""
+    out = {}
+    for r in (read_json(Path(results) / "extrapolation.json") or {}).get("rows", []):
+        row = row_names.parse(r["variant"])
+        seed = row.seed.removeprefix("seed") or "0"  # "" for runs/main: seed 0
+        if not row.scaling and not row.switch and seed.isdigit() and f"ppl_{L0}" in r:
+            out[(row.checkpoint, int(seed))] = r[f"ppl_{L0}"]
+    return out
+
+
+def recipe_seeds_table(results: Path) -> str:
+    """The knobs of results/recipe_ablation.json trained at more than one seed, against the recipe
+    at the same seeds: ppl at the training length seed by seed and the means. The recipe's value
+    of a seed is the ablation's baseline row of that seed, else train_compare.py's run of it
+    (main_seeds: the same settings). "" when no knob has a second seed."""
+    data = read_json(Path(results) / "recipe_ablation.json")
+    if not data:
+        return ""
+    L0 = data["meta"]["lengths"][0]
+    ppl = {(r["knob"], r["scheme"], row_seed(r)): r[f"ppl@{L0}"] for r in data["rows"]}
+    base = {**main_seeds(results, L0), **{(s, seed): v for (k, s, seed), v in ppl.items() if k == "baseline"}}
+    lines = [f"| knob | scheme | seeds | knob, ppl@{L0} by seed | recipe, by seed | knob, mean | recipe, mean | "
+             f"knob / recipe |", "|---|---|---|---|---|---|---|---|"]
+    for knob, scheme in dict.fromkeys((k, s) for (k, s, _) in ppl if k != "baseline"):
+        seeds = sorted(seed for (k, s, seed) in ppl if (k, s) == (knob, scheme) and (s, seed) in base)
+        if len(seeds) < 2:
+            continue
+        a, b = [ppl[(knob, scheme, s)] for s in seeds], [base[(scheme, s)] for s in seeds]
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        lines.append(f"| {knob} | {scheme} | {', '.join(map(str, seeds))} | {' / '.join(f'{v:.2f}' for v in a)} | "
+                     f"{' / '.join(f'{v:.2f}' for v in b)} | {ma:.3f} | {mb:.3f} | {ma / mb:.3f} |")
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def seeds_vs_anchor(results: Path) -> str:
@@ -207,17 +251,11 @@ def seeds_vs_anchor(results: Path) -> str:
     ours from results/extrapolation.json (rows rope, rope [seed1], ...), the anchor's from
     results/anchor_xtransformers.json; the mean of the seeds both have, and ours / anchor of the
     means. "" until both have a seed of a scheme."""
-    ex = read_json(Path(results) / "extrapolation.json")
     anchor = read_json(Path(results) / "anchor_xtransformers.json")
-    if not ex or not anchor:
+    if not anchor:
         return ""
     L0 = anchor["meta"]["lengths"][0]
-    ours = {}
-    for r in ex["rows"]:
-        row = row_names.parse(r["variant"])  # rope [seed1]: the checkpoint rope of the folder runs/seed1
-        seed = row.seed.removeprefix("seed") or "0"  # "" for runs/main: seed 0
-        if row.checkpoint in ("rope", "alibi") and not row.scaling and not row.switch and seed.isdigit():
-            ours[(row.checkpoint, int(seed))] = r[f"ppl_{L0}"]
+    ours = main_seeds(results, L0)
     theirs = {(r["scheme"], r.get("seed", 0)): r[f"ppl@{L0}"] for r in anchor["rows"]}
     lines = [f"| scheme | ours, ppl@{L0} by seed | x-transformers, by seed | ours, mean | x-transformers, mean | "
              f"ours / x-transformers |", "|---|---|---|---|---|---|"]

@@ -204,3 +204,39 @@ def test_recipe_table_is_computed_from_the_json(tmp_path):
                        f"{5.5 / 5.2:.3f} |", lines[3]
     assert lines[4] == "| x-transformers (anchor_xtransformers.py) | 4.90 (-2.0%) | 50.00 (+400.0%) |  |  |  |", lines[4]
     assert "x-transformers" not in tables.recipe_table(tmp_path, anchor=False)
+
+
+def test_rows_are_kept_per_seed_and_set_against_the_recipes_seeds(tmp_path, capsys):
+    """A run of seed 1 adds its row beside seed 0's (the same knob and scheme), a rerun of a seed
+    replaces only that seed's row; recipe_table shows seed 0 alone, recipe_seeds_table the knob's
+    seeds against the recipe's at the same seeds: the ablation's baseline row of a seed, else
+    extrapolation.json's run of it."""
+    args = recipe_ablation.parse_args([])
+
+    def row(knob, scheme, seed, ppl):
+        kw, tc = recipe_ablation.knob_settings(knob, scheme, recipe_ablation.parse_args(["--seed", str(seed)]), 50)
+        return {"knob": knob, "scheme": scheme, "config": asdict(GPTConfig(**kw)), "train_config": asdict(tc),
+                "ppl@256": ppl, "ppl@4096": 2 * ppl}
+
+    meta = {"command": "x", "lengths": [256, 4096], "tokens": 65536}
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {"lengths": [256, 4096]}, "rows": [
+        {"variant": "alibi [seed1]", "ppl_256": 5.0}, {"variant": "alibi [seed2]", "ppl_256": 5.1},
+        {"variant": "alibi+yarn [seed2]", "ppl_256": 9.9}]}))
+    stale = lambda r: recipe_ablation.stale(r, args, 50)  # noqa: E731
+    recipe_ablation.save(tmp_path, [row("baseline", "alibi", 0, 5.2), row("no_emb_scale", "alibi", 0, 4.9)], dict(meta), stale)
+    recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 1, 5.05)], dict(meta), stale)
+    recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 2, 5.3)], dict(meta), stale)
+    recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 2, 5.0)], dict(meta), stale)
+    assert "dropped" not in capsys.readouterr().out, "a row of another seed was taken for a stale one"
+    rows = json.loads((tmp_path / "recipe_ablation.json").read_text())["rows"]
+    assert [(r["knob"], tables.row_seed(r), r["ppl@256"]) for r in rows] == [
+        ("baseline", 0, 5.2), ("no_emb_scale", 0, 4.9), ("no_emb_scale", 1, 5.05), ("no_emb_scale", 2, 5.0)], rows
+    assert tables.recipe_table(tmp_path).splitlines()[3].startswith("| no_emb_scale | 4.90 (-5.8%) |")
+    assert len(tables.recipe_table(tmp_path).splitlines()) == 4, "a row of seed 1 or 2 in the seed-0 table"
+    ours, base = (4.9 + 5.05 + 5.0) / 3, (5.2 + 5.0 + 5.1) / 3
+    assert tables.recipe_seeds_table(tmp_path).splitlines()[2] == \
+        f"| no_emb_scale | alibi | 0, 1, 2 | 4.90 / 5.05 / 5.00 | 5.20 / 5.00 / 5.10 | {ours:.3f} | {base:.3f} | " \
+        f"{ours / base:.3f} |"
+    assert "at more than one seed" in (tmp_path / "recipe_ablation.md").read_text()
+    assert recipe_ablation.checkpoint_path(tmp_path, "k", "alibi", 0).name == "alibi.pt"
+    assert recipe_ablation.checkpoint_path(tmp_path, "k", "alibi", 2).name == "alibi_seed2.pt"
