@@ -20,7 +20,7 @@ and copies what follows (Olsson et al. 2022, "In-context learning and induction 
 It appears abruptly after a plateau; this script measures whether the plateau ends inside
 our budget.
 
-    python copy_calibration.py                        # every mixture: ~5 min each, ~18 for *_4x (~85 min)
+    python copy_calibration.py                        # every mixture: ~5 min each, ~19 for *_4x (92 min, 2 cores)
     python copy_calibration.py --mixtures synthetic   # one of them
     python copy_calibration.py --quick                # smoke run under runs/quick/
     python copy_calibration.py --redraw               # table and figure from results/copy_calibration.json
