@@ -50,6 +50,7 @@ def test_copy_family_table_is_computed_from_results():
 
 
 @pytest.mark.parametrize("name,make", [("recipe", tables.recipe_table), ("anchor_seeds", tables.seeds_vs_anchor),
+                                       ("recipe_seeds", tables.recipe_seeds_table),
                                        ("current_models", tables.current_models_table)])
 def test_recipe_tables_are_computed_from_results(name, make):
     page, text = block(name)
