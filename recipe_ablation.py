@@ -298,7 +298,8 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
             print(f"dropped {len(gone)} rows trained with other settings than their knob's now: "
                   + ", ".join("{}/{} seed {}".format(*row_key(r)) for r in gone))
         rows = [r for r in kept if r not in gone] + rows
-        rows.sort(key=lambda r: (list(KNOBS).index(r["knob"]) if r["knob"] in KNOBS else len(KNOBS), tables.row_seed(r)))
+        order = {k: i for i, k in enumerate(KNOBS)}  # knobs in KNOBS' order, unknown ones last; then seeds
+        rows.sort(key=lambda r: (order.get(r["knob"], len(KNOBS)), tables.row_seed(r)))
     # the commands that made the rows kept, in order (a row without its own is older: the file's)
     made_by = [r.get("command", (old or {}).get("meta", {}).get("command")) for r in rows]
     meta["command"] = "`; `".join(dict.fromkeys(c for c in made_by if c))

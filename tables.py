@@ -4,8 +4,9 @@ code, never by hand: a script's own table is copied from what it wrote to result
 and the glance table, the copy family's table and the current models' table are computed from
 results/*.json of three scripts (glance_table, copy_family_table, current_models_table;
 sync_glance writes them), the recipe tables from recipe_ablation.py's, anchor_xtransformers.py's
-and extrapolation_test.py's JSON (recipe_table, recipe_seeds_table, seeds_vs_anchor; sync_recipe). Only for the repository's
-own results/ (eval_common.is_repo_results), never for smoke runs or previews.
+and extrapolation_test.py's JSON (recipe_table, recipe_seeds_table, seeds_vs_anchor; sync_recipe).
+Only for the repository's own results/ (eval_common.is_repo_results), never for smoke runs or
+previews.
 
 extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
 copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe.

@@ -223,7 +223,8 @@ def test_rows_are_kept_per_seed_and_set_against_the_recipes_seeds(tmp_path, caps
         {"variant": "alibi [seed1]", "ppl_256": 5.0}, {"variant": "alibi [seed2]", "ppl_256": 5.1},
         {"variant": "alibi+yarn [seed2]", "ppl_256": 9.9}]}))
     stale = lambda r: recipe_ablation.stale(r, args, 50)  # noqa: E731
-    recipe_ablation.save(tmp_path, [row("baseline", "alibi", 0, 5.2), row("no_emb_scale", "alibi", 0, 4.9)], dict(meta), stale)
+    recipe_ablation.save(tmp_path, [row("baseline", "alibi", 0, 5.2), row("no_emb_scale", "alibi", 0, 4.9)],
+                         dict(meta), stale)
     recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 1, 5.05)], dict(meta), stale)
     recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 2, 5.3)], dict(meta), stale)
     recipe_ablation.save(tmp_path, [row("no_emb_scale", "alibi", 2, 5.0)], dict(meta), stale)
