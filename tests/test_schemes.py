@@ -103,8 +103,11 @@ def pinned_case(name: str) -> dict:
 
 @pytest.mark.parametrize("name", PINNED)
 def test_hooks_give_the_numbers_of_the_model_before_them(name):
-    """Seeded model from a GPTConfig, 2 x 72 tokens (beyond the hybrids' window of 64): the same loss,
-    logits and cached-decoding logits, to the bit, as the tiny_lm that branched on the scheme's name."""
+    """Seeded model from a GPTConfig, 2 x 72 tokens (beyond the hybrids' window of 64): the same loss
+    and logits, to the bit, as the tiny_lm that branched on the scheme's name, and its cached-decoding
+    logits within 1e-6. Decoding one token runs matrix-vector products whose kernel the CPU picks
+    (pinned on one machine, they differ by up to 5e-8 on an AMD EPYC), so that pin has a tolerance,
+    still far below what a wrong offset or mask would change."""
     loss_was, row_was, digest_was, step_was = PINNED[name]
     torch.manual_seed(0)
     model = TinyLM(GPTConfig(**{**KW, **OLD_INIT, **pinned_case(name)}))
@@ -117,8 +120,8 @@ def test_hooks_give_the_numbers_of_the_model_before_them(name):
             f"on the pinned row, logits digest {digest} (was {digest_was})"
         if step_was is not None:
             step = cached_logits(model, idx[:, :72], 64)[0][0, -1, :2].tolist()
-            assert step == step_was, f"{name}: cached decoding {step} (was {step_was}), " \
-                                     f"max diff {max_diff(torch.tensor(step), torch.tensor(step_was)):.2e}"
+            diff = max_diff(torch.tensor(step), torch.tensor(step_was))
+            assert diff <= 1e-6, f"{name}: cached decoding {step} (was {step_was}), max diff {diff:.2e}"
 
 
 def test_state_dict_keys_are_the_ones_checkpoints_hold():
