@@ -610,16 +610,27 @@ def mixture_styles(names) -> dict:
 
 def copy_calibration(path, curves) -> None:
     """The copy gain of each mixture against the training step: (a) on its own mixture, then one
-    panel per passkey distance. curves: {mixture: {"step", "probe", "val_loss"}}."""
+    panel per passkey distance. curves: {mixture: {"step", "probe", "val_loss"}}. With more than
+    MAX_LINES mixtures, those of the shortest schedule (the recipe's 1,100 steps) are drawn as one
+    grey range, from the lowest to the highest of them at each step: the lines left are the longer
+    runs, where copying appears."""
     plt = _plt()
-    styles = mixture_styles(list(curves))
+    end = {n: c["step"][-1] for n, c in curves.items()}
+    banded = [n for n in curves if end[n] == min(end.values())] if len(curves) > MAX_LINES else []
+    lines = [n for n in curves if n not in banded]
+    styles = mixture_styles(lines)
     first = next(iter(curves.values()))["probe"][0]
     ds = [k for k in first if k.startswith("d")][:3]
     panels = [("own", "(a) own mixture: first copy minus later copies")] + \
              [(d, f"({'bcd'[i]}) passkey at d = {d[1:]}: control minus repeat") for i, d in enumerate(ds)]
     fig, axes = _grid(plt, len(panels), width=6, height=4.2, sharex=True)
     for ax, (key, title) in zip(axes, panels):
-        for name, c in curves.items():
+        if banded:  # the banded runs share their probe steps
+            gains = [[p[key]["gain"] for p in curves[n]["probe"]] for n in banded]  # (mixtures, steps)
+            ax.fill_between(curves[banded[0]]["step"], [min(g) for g in zip(*gains)], [max(g) for g in zip(*gains)],
+                            color="0.6", alpha=0.5, lw=0, label=f"{len(banded)} runs, {min(end.values()):,} steps")
+        for name in lines:
+            c = curves[name]
             ax.plot(c["step"], [p[key]["gain"] for p in c["probe"]], label=name, ms=2.5, lw=1.4, **styles[name])
         _ref(ax, "y", 0, color="0.3", ls="-", lw=0.8)
         ax.grid(alpha=0.3)

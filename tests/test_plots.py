@@ -77,7 +77,7 @@ def test_figure_from_committed_results(name, tmp_path, checked):
     assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     want = 2 if name == "context_use" else 1  # context_use draws its headline, then context_use_all.png
     assert len(checked) == want, f"{name}: check_distinct ran {len(checked)} times, expected {want} (once a figure)"
-    if name not in ("ppl_vs_length_all", "copy_calibration"):  # every row; ten mixtures: by design
+    if name != "ppl_vs_length_all":  # every row, by design
         for ax in checked[0].axes:
             assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{name}, {ax.get_title()!r}: too many lines"
 
