@@ -190,6 +190,46 @@ def load_checked(path: Path, device, make: str, vocab: str, fingerprint: str, lo
     return model, ck
 
 
+# ----------------------------------------------------------------------------- provenance
+
+PROVENANCE_KEYS = ("config", "train", "seed", "command", "commit", "corpus_sha256")
+UNKNOWN = "unknown"
+
+
+def git_commit() -> str:
+    """The commit the code runs from ("<sha>+dirty" with uncommitted changes to tracked files), or "unknown"."""
+    import subprocess
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return UNKNOWN
+    if sha.returncode:
+        return UNKNOWN
+    return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def training_provenance(argv, corpus_sha256: str, seed: int) -> dict:
+    """What a checkpoint records of how it was made, beside its config and train_config: the
+    command, the commit and the full SHA-256 of the corpus text (train + validation)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return {"command": " ".join(["python", Path(sys.argv[0]).name, *args]).strip(), "commit": git_commit(),
+            "corpus_sha256": corpus_sha256, "seed": seed}
+
+
+def provenance_of(ck: dict) -> dict:
+    """A results row's provenance from its checkpoint: config (the full GPTConfig), train (the full
+    TrainConfig), seed, command, commit, corpus_sha256. A checkpoint trained before checkpoints
+    recorded them has "unknown" for command, commit and corpus_sha256."""
+    extra = ck.get("extra") or {}
+    made = extra.get("provenance") or {}
+    train = extra.get("train_config") or {}
+    return {"config": dict(ck.get("config") or {}), "train": dict(train),
+            "seed": made.get("seed", train.get("seed", UNKNOWN)),
+            **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")}}
+
+
 def train_len_of(ck: dict) -> int:
     """The length a checkpoint was trained at (a fine-tune's own, longer one)."""
     return ck["extra"].get("train_config", {}).get("seq_len", TrainConfig.seq_len)

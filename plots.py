@@ -56,6 +56,7 @@ COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme
     # RoPE options
     "rope_theta10": "#393b79", "rope_theta1e6": "#637939", "rope_partial25": "#d6616b",
     "rope_p75": "#7b4173", "irope": "#3b9c9c", "irope_global": "#9edae5", "gemma_hybrid": "#c49c94",
+    "hybrid_rope": "#b15928",
     "irope_notemp": "#2f4f4f",
 }
 # names neither this table nor the registry knows get one of these by a hash of the name, so a new

@@ -21,6 +21,7 @@ The loop itself is training.train (training.py), which the other scripts that tr
     torchrun --nproc_per_node 4 train_compare.py --preset gpu   # the same, data-parallel over 4 GPUs
 """
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -34,7 +35,7 @@ import torch.distributed as dist
 import copy_mixture
 import long_context
 import tiny_lm
-from eval_common import LOG_KEYS, check_writable, corpus_mismatch, csv_text, read_logs, results_for_checkpoints
+from eval_common import LOG_KEYS, training_provenance, check_writable, corpus_mismatch, csv_text, read_logs, results_for_checkpoints
 from tiny_lm import CheckpointError, CorpusError, GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
@@ -287,7 +288,8 @@ def run_variants(args, argv, names, settings, device, say, error) -> int:
     except CorpusError as e:
         return error(str(e))
     tok = tiny_lm.CharTokenizer(vocab)
-    data = (tok.encode(train_text), tok.encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text))
+    data = (tok.encode(train_text), tok.encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text),
+            hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest())
     world = distributed_env()[1]
     say(f"corpus: {len(train_text):,} train / {len(val_text):,} val characters, vocabulary {len(vocab)}; "
         f"device {device}{f' x {world} processes' if world > 1 else ''}; checkpoints in {out}/")
@@ -314,7 +316,7 @@ def run_variants(args, argv, names, settings, device, say, error) -> int:
 def train_one(name, args, argv, names, settings, data, device, say, error) -> int:
     """Train one variant and save its checkpoint; returns 0, or an exit code after an error or a signal."""
     rank, world, _ = distributed_env()
-    train_ids, val_ids, vocab, fingerprint = data
+    train_ids, val_ids, vocab, fingerprint = data[:4]
     out = settings["out"]
     path, state_path = out / f"{name}.pt", out / f"{name}.state.pt"
     model_kw = {"vocab_size": len(vocab), "n_layer": GPTConfig.n_layer, "n_head": GPTConfig.n_head,
@@ -354,7 +356,8 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     wall = time.perf_counter() - t0 + (resume or {}).get("wall_s", 0.0)
     extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
-             "tokens": tc.steps * tc.batch_size * tc.seq_len}
+             "tokens": tc.steps * tc.batch_size * tc.seq_len,
+             "provenance": training_provenance(argv, data[4], tc.seed)}
     if rank == 0:
         tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
         state_path.unlink(missing_ok=True)

@@ -55,6 +55,10 @@ VARIANTS.update({
     #   we already have (rope_p, rope_theta).
     "gemma_hybrid": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4,
                      "global_rope_theta": 1e6, "global_rope_p": 0.25},
+    #   hybrid_rope, the control of both: gemma_hybrid's local layers under a global layer with plain RoPE
+    #   (base 10k, every pair turning). It differs from gemma_hybrid only in the global layer's RoPE, so
+    #   what the hybrids fetch beyond the window is credited to the layout only if this fetches it too.
+    "hybrid_rope": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4},
 })
 # The copy family: the same models trained on the copy curriculum (copy_mixture.curriculum_windows,
 # COPY_RECIPE) for COPY_STEPS steps instead of TrainConfig.steps, so that copying pays during
@@ -64,6 +68,7 @@ COPY_OF = {f"{s}_copy": s for s in (*schemes.names(), "irope")}  # every scheme,
 # trained with it on, so its "(no temp)" row switches off a factor the weights were trained with).
 COPY_OF["irope_copy_notemp"] = "irope"
 COPY_OF["gemma_hybrid_copy"] = "gemma_hybrid"
+COPY_OF["hybrid_rope_copy"] = "hybrid_rope"
 VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
 VARIANTS["irope_copy_notemp"] = {**VARIANTS["irope"], "attn_temperature_tuning": False}
 COPY_STEPS = 2400  # same lr, warm-up and cosine shape as the main recipe, stretched over 2,400 steps
@@ -108,7 +113,7 @@ DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear",
 FAMILIES = {
     "theta": ["rope_theta10", "rope_theta1e6"],
     "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy", "irope_copy_notemp",
-             "gemma_hybrid_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
+             "gemma_hybrid_copy", "hybrid_rope_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
     "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
 }
 
@@ -129,7 +134,8 @@ def order_of(row: str) -> tuple:
 
 # ----------------------------------------------------------------------------- the recipe
 
-# The recipe: GPT-2's init (scaled residual projections), kept though 0.02 suits rope/alibi ~1% better (docs/recipe.md).
+# The recipe (docs/recipe.md): PyTorch's own init for every Linear (tiny_lm.GPTConfig's init fields);
+# weight decay 0.1 on the Linear weights only (decay="matrices").
 @dataclass
 class TrainConfig:
     seq_len: int = 256
