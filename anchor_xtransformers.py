@@ -7,15 +7,19 @@ The model (x-transformers 2.31, its defaults except the size and the position sc
 
     TransformerWrapper(num_tokens=V, max_seq_len=T, use_abs_pos_emb=False,
                        attn_layers=Decoder(dim=128, depth=4, heads=4, attn_dim_head=32,
-                                           rotary_pos_emb=True      # rope
+                                           rotary_pos_emb=True, rotary_emb_dim=32  # rope: the whole head
+                                           or rotary_pos_emb=True   # rope_half: its default, half the head
                                            or alibi_pos_bias=True)) # alibi
 
 - use_abs_pos_emb=False: without it the wrapper adds a learned absolute table beside ALiBi (its
   default switches the table off for rotary and relative biases only), and ALiBi would not be alone.
-- Where its defaults differ from TinyLM's recipe (docs/recipe.md tries each): PyTorch's nn.Linear
-  init for every Linear; the token table at kaiming-normal std sqrt(2/C) with no sqrt(C) factor;
-  LayerNorms with a gain and no bias; RoPE on half of each head's dims (rotary_emb_dim =
-  dim_head // 2 = 16 of 32, adjacent pairs, base 10000); the same ALiBi slopes as pos_alibi.
+- rotary_emb_dim = dim_head for rope: like TinyLM's RoPE it turns every pair of each head (adjacent
+  pairs, base 10000). Its default, half of each head, is the row rope_half.
+- Where its defaults still differ from TinyLM's recipe (docs/recipe.md lists each, and
+  recipe_ablation.py's knobs xt_emb and xtransformers try them): the token table at kaiming-normal
+  std sqrt(2/C) with no sqrt(C) factor; LayerNorms with a gain and no bias; weight decay on every
+  parameter. Alike: PyTorch's nn.Linear init, Linears of attention and head without a bias, GELU,
+  pre-norm with a final norm, the same ALiBi slopes as pos_alibi.
 - Training: training.train(), the loop every TinyLM is trained with: the same windows (seed 0),
   schedule, learning rate, AdamW betas and clipping, with weight decay 0.1 on every parameter
   (TrainConfig(decay="all"), what AdamW(model.parameters()) does).
@@ -29,10 +33,12 @@ runs/anchor/<scheme>.pt (<scheme>_seed<s>.pt for seed s > 0); one that exists is
 interrupted run continues model by model.
 
     python anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
+    python anchor_xtransformers.py --schemes rope_half   # x-transformers' default RoPE, half of each head
     python anchor_xtransformers.py --seed 1 && python anchor_xtransformers.py --seed 2   # two more seeds
     python anchor_xtransformers.py --quick           # smoke run: 2 layers of 32, 30 steps, under runs/quick/
 """
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -47,13 +53,17 @@ import torch.nn.functional as F
 
 import tables
 import tiny_lm
-from eval_common import check_writable, fail, read_json, spread_blocks
+from eval_common import check_writable, fail, read_json, spread_blocks, training_provenance
 from perplexity import evaluate
 from tiny_lm import CorpusError
 from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig
 
-SCHEMES = {"rope": {"rotary_pos_emb": True}, "alibi": {"alibi_pos_bias": True}}  # Decoder's switch per scheme
+# Decoder's switches per scheme, given the head dim d. rope turns the whole head, as TinyLM's RoPE does;
+# rope_half is x-transformers' default (rotary_emb_dim = d // 2), kept to show what that default costs.
+SCHEMES = {"rope": lambda d: {"rotary_pos_emb": True, "rotary_emb_dim": d},
+           "rope_half": lambda d: {"rotary_pos_emb": True},
+           "alibi": lambda d: {"alibi_pos_bias": True}}
 
 
 @dataclass
@@ -82,7 +92,7 @@ class XTransformersLM(nn.Module):
         self.net = TransformerWrapper(
             num_tokens=vocab_size, max_seq_len=seq_len, use_abs_pos_emb=False,
             attn_layers=Decoder(dim=cfg.n_embd, depth=cfg.n_layer, heads=cfg.n_head,
-                                attn_dim_head=cfg.n_embd // cfg.n_head, **SCHEMES[cfg.scheme]))
+                                attn_dim_head=cfg.n_embd // cfg.n_head, **SCHEMES[cfg.scheme](cfg.n_embd // cfg.n_head)))
 
     def forward(self, idx, targets=None) -> Out:
         logits = self.net(idx)  # (B, T) -> (B, T, V)
@@ -102,6 +112,8 @@ def parse_args(argv=None):
                                                    "<out>/results with --quick, and --quick never writes results/)")
     p.add_argument("--quick", action="store_true", help="smoke run: QUICK_MODEL's size and QUICK_TRAIN's 30 steps, "
                                                         "4,096 characters scored at 64 and 256")
+    p.add_argument("--redraw", action="store_true", help="train nothing: write docs/recipe.md's tables again "
+                                                         "from --results' anchor_xtransformers.json")
     return p.parse_args(argv)
 
 
@@ -134,11 +146,28 @@ def run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out: Path, device):
     return model, wall
 
 
+def provenance(scheme: str, sizes: dict, tc: TrainConfig, vocab: str, text: str, made_by: dict) -> dict:
+    """A row's provenance (the keys eval_common.provenance_of gives TinyLM rows): the model's settings
+    with the Decoder switches of its scheme, the TrainConfig, and the run's command, commit and corpus."""
+    cfg = asdict(AnchorConfig(**sizes, scheme=scheme))
+    cfg["decoder"] = SCHEMES[scheme](cfg["n_embd"] // cfg["n_head"])
+    cfg["vocab_size"] = len(vocab)
+    return {"config": cfg, "train": asdict(tc), "seed": tc.seed, "command": made_by["command"],
+            "commit": made_by["commit"], "corpus_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     schemes = args.schemes.split(",")
     if not schemes or any(s not in SCHEMES for s in schemes):
         fail(f"unknown scheme in --schemes {args.schemes!r}; choose from {','.join(SCHEMES)}")
+    if args.redraw:
+        results = Path(args.results or "results")
+        if not (results / "anchor_xtransformers.json").exists():
+            fail(f"no {results}/anchor_xtransformers.json to redraw from; run `python anchor_xtransformers.py` first")
+        tables.sync_recipe(results)  # only the repository's results/ have a page to write
+        print(f"redrew docs/recipe.md's tables from {results}/anchor_xtransformers.json")
+        return 0
     try:
         import x_transformers  # noqa: F401
     except ImportError:
@@ -163,13 +192,14 @@ def main(argv=None) -> int:
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # recipe_ablation.py's characters
-    rows = []
+    rows, made_by = [], training_provenance(argv, "", tc.seed)  # one command and commit for the run
     for scheme in schemes:
         model, wall = run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out, device)
         # ppl = exp(mean loss) over the same validation characters at every L
         losses, _, _ = evaluate(model, val_ids, lengths, blocks, 16384, f"x-transformers/{scheme}")
         rows.append({"model": "x-transformers", "scheme": scheme, "seed": tc.seed, **{f"ppl@{L}": round(math.exp(losses[L]), 3)
-                                                                     for L in lengths}, "train_wall_s": wall})
+                                                                     for L in lengths}, "train_wall_s": wall,
+                     "provenance": provenance(scheme, sizes, tc, vocab, train_text + val_text, made_by)})
         print(f"x-transformers/{scheme}: " + ", ".join(f"ppl@{L} {rows[-1][f'ppl@{L}']}" for L in lengths))
     from importlib.metadata import version  # the version scored, for the record
     meta = {"command": "python anchor_xtransformers.py" + (" --quick" if args.quick else "")

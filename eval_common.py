@@ -20,6 +20,7 @@ import pos_rope
 import row_names
 import schemes
 import tiny_lm
+import torch
 from tiny_lm import CheckpointError, CorpusError
 from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
                       real_run_mismatch, run_dirs)
@@ -228,6 +229,26 @@ def provenance_of(ck: dict) -> dict:
     return {"config": dict(ck.get("config") or {}), "train": dict(train),
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
             **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")}}
+
+
+def provenance_key(row: str) -> str:
+    """The name a row's provenance is kept under in meta.provenance: its checkpoint, and the seed folder
+    of another seed ("rope+yarn" -> "rope", "rope [seed1]" -> "rope [seed1]")."""
+    r = row_names.parse(row)
+    return r.checkpoint + (f" [{r.seed}]" if r.seed else "")
+
+
+def provenance_from(path) -> dict:
+    """provenance_of the checkpoint at path (read again, without building the model)."""
+    return provenance_of(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def merged_provenance(old_meta: dict, new: dict, rows) -> dict:
+    """meta.provenance of a results file after a run: the run's own entries over the old ones, kept
+    for the checkpoints whose rows the file still holds."""
+    keep = {provenance_key(r["variant"]) for r in rows}
+    merged = {**((old_meta or {}).get("provenance") or {}), **new}
+    return {k: merged[k] for k in sorted(merged, key=order_of) if k in keep}
 
 
 def train_len_of(ck: dict) -> int:

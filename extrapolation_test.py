@@ -61,7 +61,8 @@ import schemes
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
-                         length_setter, load_checked, load_eval_data, merge_rows, peak_rss_gib, read_json,
+                         length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
+                         provenance_from, provenance_key, read_json,
                          split_scaling, spread_blocks, train_len_of)
 from perplexity import cached_vs_full, evaluate
 from tables import sync_glance, sync_table
@@ -254,6 +255,8 @@ def main(argv=None) -> int:
     if old:  # rows of checkpoints not scored now stay; a decoding check not redone now stays
         rows, curves = merge_rows(old["rows"], rows), {**old["loss_vs_position"], **curves}
         meta["dynamic_cached_decoding"] = decode or old["meta"].get("dynamic_cached_decoding")
+    meta["provenance"] = merged_provenance((old or {}).get("meta"), {provenance_key(j[0]): provenance_from(j[1])
+                                                                    for j in jobs}, rows)
     results.mkdir(parents=True, exist_ok=True)
     tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps(
         {"meta": meta, "rows": rows, "loss_vs_position": {r["variant"]: curves[r["variant"]] for r in rows}}, indent=1))

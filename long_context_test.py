@@ -59,12 +59,15 @@ import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
 from eval_common import (add_common_flags, check_scalings, check_writable, checked_results, csv_text, eval_dirs, fail,
                          find_checkpoints, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
-                         merge_rows, peak_rss_gib, read_json, train_len_of)
+                         merge_rows, merged_provenance, peak_rss_gib, provenance_key, provenance_of, read_json,
+                         train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
 from tables import sync_glance, sync_table
 from variants import FINETUNES, VARIANTS, is_copy, order_of
 
-COPY_TRIALS_UPTO = 512  # the copy family gets --copy-trials windows per distance up to here
+# --copy-trials windows (default 128) wherever a claim rests on a cell: every distance of the copy family, and
+# every distance from FAR_FROM on for every model; text models get --trials (32) below it, where none copies.
+FAR_FROM = 512
 # The rows measured on passkeys outside the training format (--only formats): the copy models that copy.
 FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn")
 
@@ -97,19 +100,17 @@ def parse_args(argv=None):
     p.add_argument("--key-alphabet", choices=sorted(KEY_ALPHABETS), default=COPY_RECIPE.alphabet,
                    help="the letters keys are drawn from (default %(default)s: the copy family's training keys; "
                         "every text model saw them all in the plays)")
-    p.add_argument("--trials", type=int, default=None, help="planted windows per distance for the text models, and "
-                                                            "for the copy family beyond d = 512 (default 32; 4 "
-                                                            "with --quick)")
+    p.add_argument("--trials", type=int, default=None, help=f"planted windows per distance for the text models "
+                                                            f"at d < {FAR_FROM} (default 32; 4 with --quick)")
     p.add_argument("--copy-trials", type=int, default=None,
-                   help=f"planted windows per distance for the copy family at d <= {COPY_TRIALS_UPTO}, where "
-                        f"windows are short (default 128: an exact match of 50%% then has an interval of about "
+                   help=f"planted windows per distance for the copy family at every d, and for every model at "
+                        f"d >= {FAR_FROM} (default 128: an exact match of 50%% then has an interval of about "
                         f"+-9 points, against +-17 with 32; 8 with --quick)")
     p.add_argument("--format-distances", default=None,
                    help=f"distances d of the passkey formats, increasing, each at least {LONGEST_KEY} (default "
                         f"32,128,200,512,1024; 24,48,96 with --quick)")
     p.add_argument("--format-trials", type=int, default=None,
-                   help=f"windows per format and distance up to d = {COPY_TRIALS_UPTO}, half as many beyond "
-                        f"(default 128; 8 with --quick)")
+                   help="windows per format and distance (default 128; 8 with --quick)")
     p.add_argument("--scalings", default="linear,ntk,ntk(4s),ntk(16s),yarn,llama3,longrope",
                    help="training-free scalings applied to rope for context use, one row each, the factor set "
                         "from the whole window; dynamic is left out by default because a whole window equals ntk")
@@ -215,6 +216,7 @@ def measure_row(job, data, s, args, make, out) -> None:
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
     model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
+    out["provenance"][provenance_key(row)] = provenance_of(ck)
     switch_temperature(model, row)
     L_train = train_len_of(ck)
     out["train_lens"].add(L_train if name not in FINETUNES else L_train // FINETUNES[name]["seq_len_mult"])
@@ -227,14 +229,14 @@ def measure_row(job, data, s, args, make, out) -> None:
         out["per_span"][row] = [[round(v, 5) for v in r] for r in per_span.tolist()]
         t = lap(out, "context", t)
     if "retrieval" in measures:
-        trials = (lambda d: s["copy_trials"] if d <= COPY_TRIALS_UPTO else s["trials"]) if copy else s["trials"]
+        trials = lambda d: s["copy_trials"] if copy or d >= FAR_FROM else s["trials"]  # noqa: E731
         for r in retrieval(model, val_ids, s["distances"], s["K"], trials, key_ids, args.seed, args.batch_tokens,
                            set_length):
             out["retrieval"].append({"variant": row, "family": "copy" if copy else "text", "train_len": L_train,
                                      **rounded(r)})
         t = lap(out, "retrieval", t)
     if "formats" in measures:
-        trials = lambda d: s["format_trials"] if d <= COPY_TRIALS_UPTO else s["format_trials"] // 2
+        trials = lambda d: s["format_trials"]  # noqa: E731
         for fmt in FORMATS:
             for r in format_retrieval(model, val_ids, vocab, fmt, s["format_distances"], trials, key_ids, args.seed,
                                       args.batch_tokens, set_length):
@@ -278,7 +280,7 @@ def main(argv=None) -> int:
     used = [ckpt_dir / f"{j[1]}.pt" for j in jobs]  # every checkpoint checked before any is scored;
     results = checked_results(args, results, used, ckpt_dir, make, vocab, fingerprint, longest)  # real runs only
     out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
-           "seconds": {}}
+           "seconds": {}, "provenance": {}}
     t0, row_seconds = time.perf_counter(), {}
     for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         t_row = time.perf_counter()
@@ -286,7 +288,7 @@ def main(argv=None) -> int:
         row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
     meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
             "key_len": K, "key_alphabet": s["alphabet"], "trials": s["trials"], "copy_trials": s["copy_trials"],
-            "copy_trials_upto": COPY_TRIALS_UPTO, "seed": args.seed, "checkpoints": str(ckpt_dir),
+            "far_from": FAR_FROM, "seed": args.seed, "checkpoints": str(ckpt_dir),
             "format_distances": fd, "format_trials": s["format_trials"], "key_at": KEY_AT, "repeat_at": list(REPEAT_AT),
             "formats": {f: FORMATS[f].what for f in FORMATS},
             "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
@@ -332,6 +334,7 @@ def save(results: Path, meta: dict, out: dict) -> list:
             m["train_len"] = min(old["meta"]["train_len"], meta["train_len"])
             per_span = None if per_span is None else {**old["per_span_loss"], **per_span}
         m["runs"] = runs
+        m["provenance"] = merged_provenance((old or {}).get("meta"), out["provenance"], rows)
         data = {"meta": m, "rows": rows}
         if per_span is not None:
             data["per_span_loss"] = {r["variant"]: per_span[r["variant"]] for r in rows}
@@ -454,9 +457,9 @@ def retrieval_tables(rows, meta):
               f"text and again d characters later; scored on characters 2..{K} of the repeat. Exact match: all "
               f"{K - 1} are the model's most likely next character (= greedy decoding). Copy gain: their loss in the "
               f"paired control window (the first copy replaced by {K} other letters, nothing else changed) minus "
-              f"their loss in the planted window. {meta['trials']} windows per distance for text models, "
-              f"{meta.get('copy_trials', meta['trials'])} for the copy family up to d = "
-              f"{meta.get('copy_trials_upto', 0)}; intervals: exact match Clopper-Pearson from its count of windows, "
+              f"their loss in the planted window. {meta.get('copy_trials', meta['trials'])} windows per distance "
+              f"for the copy family and for every model from d = {meta.get('far_from', 0)}, {meta['trials']} for "
+              f"text models below it; intervals: exact match Clopper-Pearson from its count of windows, "
               f"copy gain bootstrap over windows. 'trained on': the data and the training length."]
     return wide, "\n".join(lines) + "\n"
 
@@ -490,15 +493,14 @@ def formats_tables(rows, meta):
     lines += ["| " + " | ".join([n] + [f"{cell(v['at'].get(d), 'successor', 100, '{:.0f}%')} / "
                                        f"{cell(v['at'].get(d), 'other', 100, '{:.0f}%', False)}" for d in ds]) + " |"
               for (n, f), v in by.items() if f == "repeated_letter"]
-    upto, trials = meta["copy_trials_upto"], meta["format_trials"]
+    trials = meta["format_trials"]
     lines += ["", "Formats: " + "; ".join(f"{f}: {what}" for f, what in meta["formats"].items()) + ". "
               f"The first copy at position {meta['key_at']} of a window of validation text, the repeat d characters "
               f"later (every format at a distance in the same windows); the paired control replaces the first copy "
               f"by one of the same format that differs at every place, nothing else changed. Scored: characters "
               f"2..K of the repeat. Repeated letter: the letter at key positions {a} and {b} (0-based); the character "
               f"after its second occurrence (position {b + 1}) cannot be had by looking up what followed that letter "
-              f"before (that gives position {a + 1}). {trials} windows per format and distance up to d = {upto}, "
-              f"{trials // 2} beyond. Intervals: Clopper-Pearson from the count of windows for exact match and the "
+              f"before (that gives position {a + 1}). {trials} windows per format and distance. Intervals: Clopper-Pearson from the count of windows for exact match and the "
               f"repeated letter's character, bootstrap over windows otherwise."]
     return wide, "\n".join(lines) + "\n"
 

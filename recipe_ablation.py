@@ -20,6 +20,9 @@ batches (training.train). Knobs:
     no_emb_scale  token table at std 0.02 and no sqrt(C) factor (GPT-2) instead of C^-0.5 x sqrt(C)
     tied_head     output head tied to the token table (GPT-2) instead of untied
     lr_1e-3       peak learning rate 1e-3 instead of 3e-3
+    xt_emb        token table at x-transformers' std sqrt(2/C) (kaiming normal) and no sqrt(C) factor
+    xtransformers every choice in which x-transformers' decoder differs from the recipe at once: xt_emb,
+                  LayerNorms without a bias, decay on every parameter
 
 Weight decay on every parameter, alone around this recipe, is the row old+torch_init+decay_all
 (old+torch_init has baseline's settings), so it has no single knob of its own.
@@ -77,6 +80,11 @@ KNOBS = {
     "no_emb_scale": ({"emb_scale": False}, {}),
     "tied_head": ({"tie_weights": True}, {}),
     "lr_1e-3": ({}, {"lr": 1e-3}),
+    # x-transformers' own choices (docs/recipe.md's table of differences): its token table alone, then all of
+    # them at once (token table, LayerNorms without a bias, decay on every parameter), so that the gap to
+    # anchor_xtransformers.py's models is credited only through the knob that removes it
+    "xt_emb": ({"emb_scale": False, "emb_init": "kaiming"}, {}),
+    "xtransformers": ({"emb_scale": False, "emb_init": "kaiming", "norm_bias": False}, {"decay": "all"}),
 }
 
 

@@ -173,7 +173,11 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     rows = [dict(r) for r in data["rows"] if row_seed(r) == 0]  # other seeds: recipe_seeds_table
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
-        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"] if r.get("seed", 0) == 0]
+        half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns
+        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"]
+                 if r.get("seed", 0) == 0 and r["scheme"] != "rope_half"]
+        rows += [dict(r, knob=half, scheme="rope") for r in other["rows"]
+                 if r.get("seed", 0) == 0 and r["scheme"] == "rope_half"]
     schemes_ = list(dict.fromkeys(r["scheme"] for r in rows))
     by = {(r["knob"], r["scheme"]): r for r in rows}
     L0, L1 = data["meta"]["lengths"][0], data["meta"]["lengths"][-1]
@@ -260,13 +264,15 @@ def seeds_vs_anchor(results: Path) -> str:
     theirs = {(r["scheme"], r.get("seed", 0)): r[f"ppl@{L0}"] for r in anchor["rows"]}
     lines = [f"| scheme | ours, ppl@{L0} by seed | x-transformers, by seed | ours, mean | x-transformers, mean | "
              f"ours / x-transformers |", "|---|---|---|---|---|---|"]
-    for scheme in ("rope", "alibi"):
-        seeds = sorted(s for (sc, s) in ours if sc == scheme and (sc, s) in theirs)
+    # (our scheme, theirs, label): x-transformers' rope turns the whole head as ours does; rope_half is its default
+    for scheme, their, label in (("rope", "rope", "rope"), ("alibi", "alibi", "alibi"),
+                                 ("rope", "rope_half", "rope (theirs on half of each head)")):
+        seeds = sorted(s for (sc, s) in ours if sc == scheme and (their, s) in theirs)
         if not seeds:
             continue
         a = [ours[(scheme, s)] for s in seeds]
-        b = [theirs[(scheme, s)] for s in seeds]
+        b = [theirs[(their, s)] for s in seeds]
         ma, mb = sum(a) / len(a), sum(b) / len(b)
-        lines.append(f"| {scheme} | {' / '.join(f'{v:.2f}' for v in a)} | {' / '.join(f'{v:.2f}' for v in b)} | "
+        lines.append(f"| {label} | {' / '.join(f'{v:.2f}' for v in a)} | {' / '.join(f'{v:.2f}' for v in b)} | "
                      f"{ma:.3f} | {mb:.3f} | {ma / mb:.3f} |")
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""

@@ -101,6 +101,7 @@ class GPTConfig:
     # "torch" keeps PyTorch's own nn.Linear init, weight and bias uniform in +-1/sqrt(fan_in): the recipe's
     # choice for every Linear, because it beat GPT-2's init for both RoPE and ALiBi (docs/recipe.md).
     emb_scale: bool = True          # tokens at std C^-0.5 times sqrt(C) (Vaswani 3.4); False: GPT-2's std 0.02, no scale
+    emb_init: str = "recipe"        # the token table's std: "recipe" (as emb_scale says); "kaiming": sqrt(2/C) (x-transformers)
     qkv_init: str = "torch"         # q/k/v weights: "torch"; "unit": std C^-0.5 (unit-scale logits); "gpt2": std 0.02
     resid_init: str = "torch"       # residual projections: "torch"; "scaled": std 0.02/sqrt(2 n_layer) (GPT-2); "plain": 0.02
     linear_init: str = "torch"      # the other Linears (MLP fc, head): "torch"; "gpt2": std 0.02, bias 0
@@ -111,7 +112,7 @@ class GPTConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         inits = {"qkv_init": ("unit", "gpt2", "torch"), "resid_init": ("scaled", "plain", "torch"),
-                 "linear_init": ("gpt2", "torch")}
+                 "linear_init": ("gpt2", "torch"), "emb_init": ("recipe", "kaiming")}
         for name, allowed in inits.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
@@ -129,7 +130,10 @@ class GPTConfig:
 
     @property
     def emb_std(self) -> float:
-        """The init std of a token vector (and a learned position row): C^-0.5 with emb_scale, else GPT-2's 0.02."""
+        """The init std of a token vector (and a learned position row): C^-0.5 with emb_scale, else GPT-2's 0.02;
+        emb_init="kaiming": sqrt(2/C), nn.init.kaiming_normal_'s std for a (V, C) table (x-transformers' init)."""
+        if self.emb_init == "kaiming":
+            return math.sqrt(2 / self.n_embd)
         return self.n_embd ** -0.5 if self.emb_scale else 0.02
 
     def _check_layout(self):

@@ -13,7 +13,7 @@ from pos_rope import rope_inv_freq  # noqa: E402
 
 
 def test_the_anchor_has_tinylm_size_and_no_absolute_table():
-    for scheme in ("rope", "alibi"):
+    for scheme in ("rope", "rope_half", "alibi"):
         m = anchor.XTransformersLM(anchor.AnchorConfig(scheme=scheme), vocab_size=80, seq_len=256)
         names = [n for n, _ in m.named_parameters()]
         assert not [n for n in names if "pos_emb" in n], f"{scheme}: an absolute position table is trained: {names[:3]}"
@@ -24,12 +24,14 @@ def test_the_anchor_has_tinylm_size_and_no_absolute_table():
         assert out.logits.shape == (2, 300, 80) and out.loss is None, out.logits.shape
 
 
-def test_the_anchor_rotates_half_of_each_head_at_ropes_frequencies():
-    """rotary_emb_dim = dim_head // 2: theta_i = 10000^(-2i/16) over 16 of the 32 dims (pos_rope's rule at d = 16)."""
-    m = anchor.XTransformersLM(anchor.AnchorConfig(scheme="rope"), vocab_size=80, seq_len=256)
-    got = m.net.attn_layers.rotary_pos_emb.inv_freq
-    diff = (got - rope_inv_freq(16)).abs().max().item()
-    assert got.shape == (8,) and diff < 1e-7, f"inv_freq {got.tolist()}, max diff {diff:.2e} to rope_inv_freq(16)"
+def test_the_anchor_rotates_the_whole_head_at_ropes_frequencies():
+    """rope: rotary_emb_dim = dim_head, theta_i = 10000^(-2i/32) over all 32 dims, as TinyLM's RoPE;
+    rope_half (x-transformers' default): 16 of the 32 dims, pos_rope's rule at d = 16."""
+    for scheme, d in (("rope", 32), ("rope_half", 16)):
+        m = anchor.XTransformersLM(anchor.AnchorConfig(scheme=scheme), vocab_size=80, seq_len=256)
+        got = m.net.attn_layers.rotary_pos_emb.inv_freq
+        diff = (got - rope_inv_freq(d)).abs().max().item() if got.shape == (d // 2,) else float("inf")
+        assert diff < 1e-7, f"{scheme}: inv_freq {got.tolist()}, max diff {diff:.2e} to rope_inv_freq({d})"
 
 
 def test_the_anchors_alibi_slopes_are_pos_alibis():
@@ -62,7 +64,10 @@ def test_quick_run_writes_rows_and_reuses_its_checkpoints(tmp_path, monkeypatch,
     assert anchor.main(argv + ["--schemes", "alibi"]) == 0
     assert "alibi: reusing" in capsys.readouterr().out
     again = json.loads(path.read_text())
-    assert again["rows"] == first["rows"][:1] + first["rows"][1:], "a rerun from the checkpoints changed a number"
+    numbers = lambda rows: [{k: v for k, v in r.items() if k != "provenance"} for r in rows]  # noqa: E731
+    assert numbers(again["rows"]) == numbers(first["rows"]), "a rerun from the checkpoints changed a number"
+    made = again["rows"][1]["provenance"]
+    assert made["command"].endswith("--schemes alibi") and made["config"]["decoder"] == {"alibi_pos_bias": True}, made
 
 
 def test_bad_input_is_one_line_before_any_work(refused, tmp_path):
