@@ -43,6 +43,7 @@ seed 0's, and docs/recipe.md sets a knob's seeds against the recipe's (tables.re
     python recipe_ablation.py --redraw                         # .csv and .md from results/recipe_ablation.json
 """
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -54,11 +55,12 @@ import torch
 
 import tables
 import tiny_lm
-from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
+from eval_common import (UNKNOWN, check_writable, csv_text, fail, git_commit, is_repo_results, json_to_redraw,
+                         provenance_of, read_json, spread_blocks)
 from perplexity import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from training import train
-from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
+from variants import QUICK_MODEL, QUICK_TRAIN, TRAIN_BEFORE_FIELD, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides). "baseline" is train_compare.py's recipe; the
 # recipes named old... set every field the recipe change of docs/recipe.md touched, so they mean the same whatever
@@ -141,7 +143,7 @@ def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
                 raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
 
 
-def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
+def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_sha256=UNKNOWN):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
     path = checkpoint_path(out, knob, scheme, args.seed)
     kw, tc = knob_settings(knob, scheme, args, len(vocab))
@@ -160,7 +162,9 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device):
     model = TinyLM(GPTConfig(**kw))
     t0 = time.perf_counter()
     hist = train(model, train_ids, val_ids, tc, desc=f"{knob}/{scheme}", device=device)
-    extra = {"train_config": asdict(tc), "knob": knob, "wall_s": round(time.perf_counter() - t0, 1)}
+    extra = {"train_config": asdict(tc), "knob": knob, "wall_s": round(time.perf_counter() - t0, 1),
+             "provenance": {"command": command(args), "commit": git_commit(), "corpus_sha256": corpus_sha256,
+                            "seed": args.seed}}
     tiny_lm.save_checkpoint(path, model.cpu(), vocab, tc.steps, hist, extra)
     return model.to(device), torch.load(path, map_location="cpu", weights_only=True)
 
@@ -249,7 +253,8 @@ def main(argv=None) -> int:
     for knob in knobs:
         for scheme in schemes:
             try:
-                model, ck = run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device)
+                model, ck = run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device,
+                                    hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest())
             except CheckpointError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
@@ -260,6 +265,7 @@ def main(argv=None) -> int:
             for L in lengths:
                 row[f"ppl@{L}"] = round(math.exp(losses[L]), 3)
             row["train_wall_s"] = ck["extra"].get("wall_s")
+            row["provenance"] = provenance_of(ck)
             rows.append(row)
             print(f"{knob}/{scheme}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k.startswith("ppl")))
     meta = {"command": command(args), "lengths": lengths, "tokens": tokens}
@@ -281,7 +287,12 @@ def stale(row: dict, args, vocab_size: int) -> bool:
         return True
     seed = (row.get("train_config") or {}).get("seed", args.seed)  # a row of another seed is that seed's run
     kw, tc = knob_settings(row["knob"], row["scheme"], argparse.Namespace(**{**vars(args), "seed": seed}), vocab_size)
-    return row.get("config") != asdict(GPTConfig(**kw)) or row.get("train_config") != asdict(tc)
+    if not isinstance(row.get("config"), dict) or not isinstance(row.get("train_config"), dict):
+        return True
+    # a field added since the row was made holds the value runs had before it (as checkpoints load)
+    cfg = {**asdict(GPTConfig()), **tiny_lm.BEFORE_FIELD, **row["config"]}
+    train = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **row["train_config"]}
+    return cfg != asdict(GPTConfig(**kw)) or train != asdict(tc)
 
 
 def row_key(row: dict) -> tuple:

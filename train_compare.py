@@ -35,7 +35,8 @@ import torch.distributed as dist
 import copy_mixture
 import long_context
 import tiny_lm
-from eval_common import LOG_KEYS, training_provenance, check_writable, corpus_mismatch, csv_text, read_logs, results_for_checkpoints
+from eval_common import (LOG_KEYS, check_writable, corpus_mismatch, csv_text, provenance_of, read_json, read_logs,
+                         results_for_checkpoints, training_provenance)
 from tiny_lm import CheckpointError, CorpusError, GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
@@ -374,16 +375,20 @@ def write_logs(out: Path, results: Path, names) -> None:
     """Merge the loss curves of every finished checkpoint in `out` into results/train_log.json
     (curves of variants not in `out` are kept), then draw the CSV and the figure from it."""
     logs = read_logs(results)
+    made = read_json(results / "train_log.json").get("provenance", {})
     for name in names:
         if (out / f"{name}.pt").exists():
-            h = torch.load(out / f"{name}.pt", map_location="cpu", weights_only=True)["losses"]
+            ck = torch.load(out / f"{name}.pt", map_location="cpu", weights_only=True)
+            h = ck["losses"]
             logs[name] = {k: h[k] for k in LOG_KEYS}
             if h.get("probe"):
                 logs[name]["probe"] = h["probe"]  # the copy family's passkey probe (plots.copy_curves)
+            made[name] = provenance_of(ck)
     if not logs:
         return
-    logs = {n: logs[n] for n in sorted(logs, key=lambda n: (ALL_NAMES + [n]).index(n))}  # registry order
-    tiny_lm.atomic_write_text(results / "train_log.json", json.dumps({"logs": logs}, indent=1))
+    order = sorted(logs, key=lambda n: (ALL_NAMES + [n]).index(n))  # registry order
+    tiny_lm.atomic_write_text(results / "train_log.json", json.dumps(
+        {"logs": {n: logs[n] for n in order}, "provenance": {n: made[n] for n in order if n in made}}, indent=1))
     redraw(results)
 
 

@@ -34,7 +34,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
-from eval_common import check_writable, fail, results_for_checkpoints  # noqa: E402
+from eval_common import check_writable, fail, provenance_of, results_for_checkpoints  # noqa: E402
 from tiny_lm import GPTConfig  # noqa: E402
 from variants import TrainConfig, run_dirs  # noqa: E402
 
@@ -283,7 +283,7 @@ def load(path, make="python train_compare.py"):
 def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python train_compare.py"):
     """One head of the last layer at the training length and at factor x that, plain and YaRN.
     The maps (block means of at most show x show) go to rope_attention.json, the figure is drawn from it."""
-    model, L0, val_ids, _ = load(ckpt, make)
+    model, L0, val_ids, ck = load(ckpt, make)
     long_len = long_len if long_len is not None else int(factor * L0)
     last = len(model.blocks) - 1
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": L0}
@@ -297,7 +297,8 @@ def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python
             panels.append({"yarn": scaling is not None, "length": T, "pool": pool,
                            "weights": [[float(f"{v:.3g}") for v in r] for r in w.tolist()]})
     model.set_rope_scaling(None)
-    data = {"checkpoint": ckpt.name, "head": head, "layer": last, "train_len": L0, "factor": factor, "panels": panels}
+    data = {"checkpoint": ckpt.name, "head": head, "layer": last, "train_len": L0, "factor": factor, "panels": panels,
+            "provenance": {Path(ckpt).stem: provenance_of(ck)}}
     tiny_lm.atomic_write_text(out / "rope_attention.json", json.dumps(data))
     draw_attention(out, data)
 
@@ -325,13 +326,14 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_com
     here, stored in rope_theta_attention.json, drawn from it."""
     rows = []
     for p in [ckpt_dir / f"{n}.pt" for n in THETA_VARIANTS]:  # main() checked them (figure_checkpoints)
-        model, L0, val_ids, _ = load(p, make)
+        model, L0, val_ids, ck = load(p, make)
         T = length if length is not None else L0
         windows = val_ids[: n_windows * T].view(n_windows, T)  # (N, T), consecutive windows
         maps = attention_maps(model, windows, range(len(model.blocks)))
         dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).clamp(min=0).float()  # (T, T): i - j
         per_head = [(maps[l] * dist).sum(-1).mean(dim=(0, 2)).tolist() for l in maps]  # per layer, (H,) each
-        rows.append({"variant": p.stem, "theta": model.cfg.rope_theta, "distance": per_head})
+        rows.append({"variant": p.stem, "theta": model.cfg.rope_theta, "distance": per_head,
+                     "provenance": provenance_of(ck)})
     data = {"windows": n_windows, "length": T, "rows": sorted(rows, key=lambda r: r["theta"])}
     tiny_lm.atomic_write_text(out / "rope_theta_attention.json", json.dumps(data, indent=1))
     draw_theta(out, data)

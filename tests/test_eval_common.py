@@ -1,6 +1,7 @@
 """eval_common: partial runs merge into results without dropping rows, only real runs write the
 repository's results/, and the scaling each training-free row gets at each length (scaling_at)."""
 import math
+import re
 from dataclasses import asdict
 
 import pytest
@@ -51,6 +52,62 @@ def test_only_real_runs_write_the_repository_results(tmp_path):
     assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(tiny_lm.DEFAULT_CORPUS) == [], "the default corpus"
     folder, note = EC.results_for_checkpoints(repo, False, real, also=other)
     assert folder == tmp_path / "ck" / "results" and "other.txt" in note, note
+
+
+def test_a_checkpoint_of_another_recipe_is_refused_for_results(tmp_path):
+    """A checkpoint whose TrainConfig or init is another recipe's (decay on every parameter; GPT-2's init)
+    is not a real run: refused for an explicit results/, written beside it otherwise."""
+    repo = EC.HERE / "results"
+    decay_all = _checkpoint("alibi")
+    decay_all["extra"]["train_config"]["decay"] = "all"
+    for ck, why in ((decay_all, "decay='all' (real run: 'matrices')"),
+                    (_checkpoint("rope", linear_init="gpt2"), "linear_init='gpt2' (real run: 'torch')")):
+        with pytest.raises(ValueError, match=re.escape(why)):
+            EC.results_for_checkpoints(repo, True, {tmp_path / f"{ck['extra']['variant']}.pt": ck})
+        folder, note = EC.results_for_checkpoints(repo, False, {tmp_path / f"{ck['extra']['variant']}.pt": ck})
+        assert folder == tmp_path / "results" and why in note, (folder, note)
+
+
+def _provenance_entries():
+    """(file, what, provenance) of every results row that comes from a checkpoint."""
+    res, out = EC.HERE / "results", []
+    for name in ("extrapolation", "context_use", "retrieval", "retrieval_formats"):
+        data = EC.read_json(res / f"{name}.json")
+        made = data["meta"].get("provenance", {})
+        out += [(name, r["variant"], made.get(EC.provenance_key(r["variant"]))) for r in data["rows"]]
+    logs = EC.read_json(res / "train_log.json")
+    out += [("train_log", n, logs.get("provenance", {}).get(n)) for n in logs["logs"]]
+    for name in ("recipe_ablation", "anchor_xtransformers", "rope_theta_attention"):
+        out += [(name, str(r.get("knob", r.get("variant", r.get("scheme")))), r.get("provenance"))
+                for r in EC.read_json(res / f"{name}.json")["rows"]]
+    att = EC.read_json(res / "rope_attention.json")
+    out.append(("rope_attention", att["checkpoint"], att.get("provenance", {}).get(att["checkpoint"].removesuffix(".pt"))))
+    return out
+
+
+def test_every_results_row_records_how_it_was_made():
+    entries = _provenance_entries()
+    assert len(entries) > 400, f"only {len(entries)} rows found"
+    missing = [(f, w) for f, w, p in entries if not isinstance(p, dict) or not set(EC.PROVENANCE_KEYS) <= set(p)]
+    assert not missing, f"{len(missing)} rows without the provenance keys {EC.PROVENANCE_KEYS}: {missing[:5]}"
+    bad = [(f, w) for f, w, p in entries if not isinstance(p["config"], dict) or not p["config"]
+           or not isinstance(p["train"], dict) or not p["train"].get("steps")]
+    assert not bad, f"rows whose config or train is empty: {bad[:5]}"
+    for f, w, p in entries:  # a known commit is a hash; a known corpus hash is 64 hex digits
+        assert p["commit"] == EC.UNKNOWN or re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", p["commit"]), (f, w, p["commit"])
+        assert p["corpus_sha256"] == EC.UNKNOWN or re.fullmatch(r"[0-9a-f]{64}", p["corpus_sha256"]), (f, w)
+
+
+def test_provenance_of_a_checkpoint_and_of_an_older_one():
+    ck = _checkpoint("rope")
+    old = EC.provenance_of(ck)
+    assert old["config"] == ck["config"] and old["train"] == ck["extra"]["train_config"] and old["seed"] == 0
+    assert (old["command"], old["commit"], old["corpus_sha256"]) == (EC.UNKNOWN,) * 3, old
+    ck["extra"]["provenance"] = EC.training_provenance(["--variants", "rope"], "ab" * 32, 0)
+    new = EC.provenance_of(ck)
+    assert new["command"].endswith(" --variants rope") and new["corpus_sha256"] == "ab" * 32, new
+    assert new["commit"] == EC.UNKNOWN or re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", new["commit"]), new["commit"]
+    assert EC.provenance_key("rope_copy+yarn") == "rope_copy" and EC.provenance_key("rope [seed1]") == "rope [seed1]"
 
 
 # ----------------------------------------------------------------------------- the scaling of each row
