@@ -260,4 +260,7 @@ def _demo() -> None:
 
 
 if __name__ == "__main__":
+    import argparse  # --help prints this docstring; any argument is refused before the work starts
+    argparse.ArgumentParser(description=__doc__ + "\nRun alone, it runs the 我打你 demo.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     _demo()

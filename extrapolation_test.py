@@ -261,8 +261,10 @@ def main(argv=None) -> int:
     tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps(
         {"meta": meta, "rows": rows, "loss_vs_position": {r["variant"]: curves[r["variant"]] for r in rows}}, indent=1))
     redraw(results)
-    print(f"peak resident memory {peak_rss_gib():.2f} GiB; wrote {results}/extrapolation.md, .csv, .json, "
-          f"ppl_vs_length.png, loss_vs_position.png")
+    scored = {j[0] for j in jobs}
+    print(preview_table([r for r in rows if r["variant"] in scored], meta).split("\n\n")[0])  # this run's rows
+    print(f"peak resident memory {peak_rss_gib():.2f} GiB; wrote {results}/extrapolation.md (every row, with "
+          f"more columns), .csv, .json, ppl_vs_length.png, loss_vs_position.png")
     return 0
 
 

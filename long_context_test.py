@@ -294,6 +294,7 @@ def main(argv=None) -> int:
             "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
             "peak_rss_gib": round(peak_rss_gib(), 3), "train_len": min(out["train_lens"]), "torch": torch.__version__}
     written = save(results, meta, out)
+    print(headline(out, meta))
     print(f"{meta['seconds']:.0f} s, peak resident memory {meta['peak_rss_gib']:.2f} GiB; wrote "
           + ", ".join(f"{results}/{f}.*" for f in written))
     return 0
@@ -342,6 +343,27 @@ def save(results: Path, meta: dict, out: dict) -> list:
         written.append(name)
     redraw(results, written)
     return written
+
+
+def headline(out: dict, meta: dict) -> str:
+    """This run's rows in brief, printed at the end: loss with no context and with the longest, and
+    the effective context; exact match at each distance, % of windows. The full tables: results' .md files."""
+    lines = []
+    if out["context"]:
+        cs = meta["contexts"]
+        lines += [f"| variant | loss c=0 | loss c={cs[-1]} | effective context |", "|---|---|---|---|"]
+        lines += [f"| {r['variant']} | {r['c0']:.3f} | {r[f'c{cs[-1]}']:.3f} | {r['effective_context']} |"
+                  for r in out["context"]]
+        lines.append("")
+    if out["retrieval"]:
+        ds, by = meta["distances"], {}
+        for r in out["retrieval"]:
+            by.setdefault(r["variant"], {})[r["distance"]] = r
+        lines += ["| variant | " + " | ".join(f"exact d={d}" for d in ds) + " |", "|---|" + "---|" * len(ds)]
+        lines += [f"| {v} | " + " | ".join(f"{100 * at[d]['exact']:.0f}% of {at[d]['trials']}" if d in at else ""
+                                           for d in ds) + " |" for v, at in by.items()]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def run_record(meta: dict, out: dict, measure: str, rows: list) -> dict:

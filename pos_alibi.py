@@ -125,4 +125,7 @@ def _self_check() -> None:
 
 
 if __name__ == "__main__":
+    import argparse  # --help prints this docstring; any argument is refused before the work starts
+    argparse.ArgumentParser(description=__doc__ + "\nRun alone, it runs the self-check.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     _self_check()

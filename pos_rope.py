@@ -17,6 +17,18 @@ Conventions:
   * Angles are float32 whatever the model's dtype; only the result is cast to x's dtype.
   * `offset` is the position of the first row: cached decoding turns token 300 by 300 θ_i.
 
+Layout: every tensor here is (B, H, T, D): batch, heads, positions, head dim; positions are read
+on dim 2. Copied into a project:
+
+    rope = RotaryEmbedding(head_dim=64)
+    q = q.view(B, T, H, 64).transpose(1, 2)   # (B, T, H, D) -> (B, H, T, D): positions on dim 2
+    k = k.view(B, T, H, 64).transpose(1, 2)
+    q, k = rope(q, k)                         # turned by positions 0 .. T-1; v is never turned
+    q1, k1 = rope(q1, k1, offset=T)           # decoding with a KV cache: the next token is position T
+
+Without the transpose a (B, T, H, D) tensor would be turned along the heads; a tensor that is not
+4-D, or whose last dim is not head_dim, is refused with one line.
+
 Plain RoPE first, complete on its own: the file down to the first `# ----` fence works alone.
 After it, with explicit arguments: two options (partial_rotary_factor, p-RoPE's rope_p), context
 extension (linear, ntk, dynamic, yarn, llama3, longrope) and ScaledRotaryEmbedding, which takes them.
@@ -129,8 +141,13 @@ class RotaryEmbedding(nn.Module):
         return self
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, offset: int = 0):
-        if q.shape[-1] != self.head_dim:
-            raise ValueError(f"q has head dim {q.shape[-1]}, but this RotaryEmbedding was built for {self.head_dim}")
+        """q, k: (B, H, T, D) -> both turned by positions offset .. offset+T-1 (read on dim 2)."""
+        if q.dim() != 4 or k.dim() != 4 or q.shape[-2] != k.shape[-2]:
+            raise ValueError(f"RoPE takes q and k as (B, H, T, D) with the same T (positions on dim 2); got "
+                             f"{tuple(q.shape)} and {tuple(k.shape)}: a (B, T, H, D) tensor needs .transpose(1, 2)")
+        if q.shape[-1] != self.head_dim or k.shape[-1] != self.head_dim:
+            raise ValueError(f"q and k have head dim {q.shape[-1]} and {k.shape[-1]}, but this RotaryEmbedding was "
+                             f"built for {self.head_dim}; a (B, T, C) tensor needs .view(B, T, H, D).transpose(1, 2)")
         cos, sin = self.cos_sin(q.shape[-2], offset)
         return apply_rope(q, cos, sin, self.pairing), apply_rope(k, cos, sin, self.pairing)
 
@@ -417,4 +434,7 @@ def _self_check() -> None:
 
 
 if __name__ == "__main__":
+    import argparse  # --help prints this docstring; any argument is refused before the work starts
+    argparse.ArgumentParser(description=__doc__ + "\nRun alone, it runs the self-check.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     _self_check()

@@ -34,7 +34,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
-from eval_common import check_writable, fail, provenance_of, results_for_checkpoints  # noqa: E402
+from eval_common import check_writable, fail, is_repo_results, provenance_of, results_for_checkpoints  # noqa: E402
 from tiny_lm import GPTConfig  # noqa: E402
 from variants import TrainConfig, run_dirs  # noqa: E402
 
@@ -377,7 +377,9 @@ def parse_args(argv=None):
     p.add_argument("--out", default=None,
                    help="folder for the PNGs and the markdown table (default results/, or runs/quick/results with "
                         "--quick; <checkpoint folder>/results when a checkpoint of figure 5 or 6 is not a real "
-                        "run, since results/ holds only real runs: an explicit --out results is then refused)")
+                        "run, since results/ holds only real runs, and runs/custom/results when a figure option "
+                        "is not its default, since results/ holds the README's figures: an explicit --out results "
+                        "is then refused)")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: checkpoints from runs/quick (train_compare.py --quick), output under "
                         "runs/quick/results; figures whose checkpoints are missing are skipped")
@@ -405,6 +407,14 @@ def parse_args(argv=None):
                    help="load no checkpoint: figures 1-4 as always, 5 and 6 from the rope_attention.json and "
                         "rope_theta_attention.json already in --out")
     return p.parse_args(argv)
+
+
+# Options that change what a figure shows; set to anything but their defaults, the figures go to CUSTOM.
+# (Which checkpoints figures 5 and 6 read, --ckpt and --ckpt-dir, is settled by results_for_checkpoints.)
+FIGURE_OPTIONS = ("--head-dim", "--theta", "--positions", "--radius", "--train-len", "--factor", "--head",
+                  "--long-len", "--windows", "--length")
+DEFAULTS = {f: parse_args([]).__dict__[f.lstrip("-").replace("-", "_")] for f in FIGURE_OPTIONS}
+CUSTOM = Path("runs/custom/results")
 
 
 def check_args(args) -> set:
@@ -468,6 +478,12 @@ def main(argv=None) -> int:
         out, note = results_for_checkpoints(out, args.out is not None, cks, flag="--out")
     except ValueError as e:
         fail(str(e))
+    changed = [f for f in FIGURE_OPTIONS if getattr(args, f.lstrip("-").replace("-", "_")) != DEFAULTS[f]]
+    if changed and is_repo_results(out):  # results/ shows the default figures the README's captions describe
+        if args.out is not None:
+            fail(f"{', '.join(changed)} draw other figures than the README's, and results/ holds only those; "
+                 f"leave --out out to write under {CUSTOM}/, or pass another --out")
+        out, note = CUSTOM, f"note: {', '.join(changed)} set: writing to {CUSTOM}/ instead of results/"
     if note:
         print(note, file=sys.stderr)
     check_writable(out, "--out")

@@ -234,14 +234,18 @@ NOT_REAL = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL],
             ["visualize_rope.py", "--only", "5", "--ckpt", "runs/quick/rope.pt"],
             ["train_compare.py", "--steps", "2", "--variants", "rope"],  # the real model, 2 steps: runs/main
             ["extrapolation_test.py", "--ckpt-dir", "runs/preview_rope", "--variants", "rope", "--scalings", "yarn",
-             "--decode-len", "0"]]
+             "--decode-len", "0"],
+            # figure options other than the defaults: the README's figures in results/ must stay as they are
+            ["visualize_rope.py", "--only", "1,2", "--head-dim", "64", "--theta", "500"],
+            ["visualize_rope.py", "--only", "4", "--factor", "4", "--train-len", "1024"]]
 # --results results (--out results for the figures) named explicitly with checkpoints that are not
 # real runs: each must be refused.
 REFUSED = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL, "--results", "results"],
            [*NOT_REAL_LC, "--results", "results"],
            ["visualize_rope.py", "--only", "5", "--ckpt", "runs/quick/rope.pt", "--out", "results"],
            ["train_compare.py", "--quick", "--results", "results"],
-           ["train_compare.py", "--steps", "2", "--variants", "rope", "--results", "results"]]
+           ["train_compare.py", "--steps", "2", "--variants", "rope", "--results", "results"],
+           ["visualize_rope.py", "--only", "4", "--factor", "4", "--out", "results"]]
 
 
 @dataclass

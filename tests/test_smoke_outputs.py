@@ -49,16 +49,27 @@ def test_quick_modes_leave_results_untouched(quick_repo):
     assert [r.cmd for r in quick_repo.ran["not_real"]] == [" ".join(c) for c in NOT_REAL]
     for r in quick_repo.ran["not_real"]:
         notes = [ln for ln in r.err.splitlines() if ln.startswith("note: ")]
-        assert len(notes) == 1 and "is not a real run" in notes[0] and "instead of results/" in notes[0], \
+        why = "set: writing to runs/custom/results/" if "--theta" in r.cmd or "--factor" in r.cmd else "is not a real run"
+        assert len(notes) == 1 and why in notes[0] and "instead of results/" in notes[0], \
             f"{r.cmd} must say in one line where it writes instead of results/: {r.err[-600:]}"
+    custom = repo / "runs/custom/results"
+    assert {p.name for p in custom.iterdir()} >= {"rope_rotation.png", "rope_relative.png", "rope_pairs.md"}, \
+        "the figures of non-default options are not in runs/custom/results"
 
 
 def test_explicit_results_with_checkpoints_that_are_not_real_is_refused(quick_repo):
     """--results results (--out results for the figures) named explicitly with checkpoints that
     are not real runs: one line naming the checkpoint and how it differs, exit 2, nothing written."""
-    assert len(quick_repo.ran["refused"]) == 5
+    assert len(quick_repo.ran["refused"]) == 6
+    *not_real, options = quick_repo.ran["refused"]
+    lines = [ln for ln in options.err.splitlines() if ln.strip()]
+    assert options.code == "2" and len(lines) == 1 and lines[0].startswith("error: --factor draw other figures"), \
+        f"{options.cmd} exited {options.code}: {options.err[-600:]}"
     for r in quick_repo.ran["refused"]:
         lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        if r is options:
+            assert r.digest == quick_repo.ran["not_real"][-1].digest, f"{r.cmd} wrote into results/"
+            continue
         assert r.code == "2" and len(lines) == 1 and lines[0].startswith("error: runs/"), \
             f"{r.cmd} exited {r.code}: {r.err[-600:]}"
         assert "is not a real run" in lines[0] and ("n_layer=2 (real run: 4)" in lines[0] or
