@@ -156,6 +156,8 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
     """Variant names to evaluate: those of --variants (each must have a checkpoint), or else
     every one found in ckpt_dir; default="main" also requires the main job's base schemes. A family
     name of variants.FAMILIES (copy, current, theta) stands for its list."""
+    if variants is not None and not variants.strip(", "):
+        fail("--variants is empty; name checkpoints or a family, or leave the flag out for every checkpoint found")
     if variants:
         names = [m for n in variants.split(",") for m in FAMILIES.get(n, [n])]
         bad = [n for n in names if n not in ALL_NAMES]

@@ -237,7 +237,7 @@ def _mark_off_axes(ax) -> None:
                             color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
 
 
-HYBRIDS = ("irope", "gemma_hybrid", "irope_global")  # layouts that mix layer kinds (variants.py)
+HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
 
 
 def _group(name: str) -> str:
@@ -334,29 +334,48 @@ def _same_as(rows, lengths) -> dict:
     return out
 
 
+PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
+              ("RoPE + a training-free scaling, factor from the window", "scaled", ("rope",)),
+              ("RoPE + a training-free scaling at a fixed factor", "fixed", ("rope",)),
+              ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
+              ("RoPE options", "option", ("rope",)),
+              ("hybrid layer layouts", "hybrid", ("rope",)),
+              ("the copy-trained family", "copy_five", ()),
+              ("the copy-trained family: hybrid layouts", "copy_hybrid", ("rope_copy",)),
+              ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy"))]
+
+
 def ppl_vs_length_all(path, rows, lengths) -> None:
-    """Every row of extrapolation.json (the full-detail figure for docs/); seeds thin and grey."""
+    """Every row of extrapolation.json (the full-detail figure for docs/), one panel per family of rows
+    of at most MAX_LINES lines; other seeds thin and grey in the first; a row drawn exactly on another
+    says so in its label."""
     plt = _plt()
     train_len = rows[0]["train_len"]
-    same = _same_as(rows, lengths)
-    fig, ax = plt.subplots(figsize=(11, 6.5))
-    seeds = [r for r in rows if row_names.parse(r["variant"]).seed]
-    for j, r in enumerate(seeds):
-        _line(ax, lengths, [r[f"ppl_{L}"] for L in lengths], r["variant"],
-              label="other seeds (grey)" if j == 0 else "_seed")
-    for r in (r for r in rows if r not in seeds):
-        label = r["variant"] + (f"  (= {same[r['variant']]})" if r["variant"] in same else "")
-        _line(ax, lengths, [r[f"ppl_{L}"] for L in lengths], r["variant"], label=label)
-    _ref(ax, "x", train_len, f"training length {train_len}")
+    by = {r["variant"]: r for r in rows}
+    seeds = [n for n in by if row_names.parse(n).seed]
+    panels = _panels([n for n in by if n not in seeds], PPL_PANELS)
+    fig, axes = _grid(plt, len(panels), width=6.6, height=4.4, sharey=True)
     values = [r[f"ppl_{L}"] for r in rows for L in lengths]
-    _log2_x(ax, lengths)
-    _plain_log_y(ax, min(values) / 1.1, max(values) * 1.1)
-    ax.set_xlabel("evaluation length (characters per window)")
-    ax.set_ylabel("perplexity per character (log scale)")
-    ax.set_title(f"Every row: trained at {train_len} (fine-tunes at their own length), evaluated longer")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
+    for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
+        if k == 0:
+            for j, n in enumerate(seeds):
+                _line(ax, lengths, [by[n][f"ppl_{L}"] for L in lengths], n, label="other seeds" if j == 0 else "_seed")
+        same = _same_as([by[n] for n in names], lengths)
+        for n in names:
+            _line(ax, lengths, [by[n][f"ppl_{L}"] for L in lengths], n,
+                  label=n + (f" (under {same[n]})" if n in same else ""))
+        _ref(ax, "x", train_len, label=f"training length {train_len}")
+        _log2_x(ax, lengths)
+        _plain_log_y(ax, min(values) / 1.1, max(values) * 1.1)
+        ax.set_title(f"({'abcdefghijkl'[k]}) {title}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in axes[::2]:
+        ax.set_ylabel("perplexity per character (log scale)")
+    for ax in axes[-2:]:
+        ax.set_xlabel("evaluation length (characters per window)")
+    fig.suptitle(f"Every row: trained at {train_len} (fine-tunes at their own length), evaluated longer", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     _save(fig, path)
 
 
@@ -567,9 +586,12 @@ def retrieval(path, rows, meta) -> None:
     panels = [p for p in panels if p not in zero] or panels[:1]
     fig, axes = _grid(plt, len(panels), width=8.2, sharey=True)
     for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
+        first = {}  # a line drawn exactly on an earlier one says so in its label
         for n in names:
             rs = by[n]
-            _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5)
+            under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
+            _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
+                  label=n if under == n else f"{n} (under {under})")
         lens = sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")})
         for L, ls in zip(lens, (":", "--")):  # named in the legend, so that no label sits on a line
             _ref(ax, "x", L, ls=ls, label=f"{'fine-tune' if L > min(lens) else 'training'} length {L}")

@@ -187,6 +187,8 @@ def main(argv=None) -> int:
             print(f"error: {msg}", file=sys.stderr)
         return 2
 
+    if args.variants is not None and not args.variants.strip(", "):
+        return error("--variants is empty; name variants or a family, or leave the flag out for the defaults")
     names = [m for n in args.variants.split(",") for m in FAMILIES.get(n, [n])] if args.variants \
         else list(PRESETS.get(args.preset, {}).get("variants", DEFAULT_VARIANTS))
     unknown = [n for n in names if n not in ALL_NAMES]

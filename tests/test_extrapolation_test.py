@@ -83,6 +83,8 @@ def test_bad_input_extrapolation(quick_ck, tmp_path, refused):
     assert "train_compare.py" in msg, "the error must say which command makes the checkpoints"
     msg = refused(ET.main, ["--quick", "--ckpt-dir", str(quick_ck), "--variants", "zzz", "--results", str(tmp_path)])
     assert "zzz" in msg
+    assert "--variants is empty" in refused(ET.main, ["--quick", "--ckpt-dir", str(quick_ck), "--variants", ",",
+                                                      "--results", str(tmp_path)])
     msg = refused(ET.main, ["--quick", "--ckpt-dir", str(quick_ck), "--lengths", "64,2048", "--results", str(tmp_path)])
     assert "learned table" in msg
     # a corrupt checkpoint: clear error, and nothing already written is damaged

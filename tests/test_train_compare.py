@@ -97,6 +97,7 @@ def test_rerun_skips_finished_variants(quick_ck, tmp_path):
 def test_bad_input_train_compare(tmp_path, refused):
     msg = refused(tcmp.main, ["--quick", "--variants", "rope,bogus", "--out", str(tmp_path)])
     assert "bogus" in msg and "known" in msg
+    assert "--variants is empty" in refused(tcmp.main, ["--quick", "--variants", "", "--out", str(tmp_path)])
     msg = refused(tcmp.main, ["--quick", "--corpus", str(tmp_path / "nope.txt"), "--out", str(tmp_path)])
     assert "does not exist" in msg
     (tmp_path / "tiny.txt").write_text("abc")
