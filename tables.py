@@ -160,6 +160,9 @@ def sync_glance(results: Path) -> None:
                         ("current_models", current_models_table(Path(results)))):
         if table:
             sync_table(name, table, results)
+    if is_repo_results(results):
+        import prose_numbers  # the numbers inside sentences (its module docstring)
+        prose_numbers.sync(Path(results))
 
 
 def recipe_table(results: Path, anchor: bool = True) -> str:

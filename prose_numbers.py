@@ -1,0 +1,159 @@
+"""Numbers in the README's and docs' prose, read from results/*.json: no number typed by hand goes stale.
+
+A table sits between markers and is written whole (tables.sync_table). A number inside a sentence
+is written here: CLAIMS lists, page by page, fragments of sentences with their numbers as keys,
+
+    ("README.md", "At 4096 learned reaches {ppl:learned:4096}, sinusoidal {ppl:sin:4096}"),
+
+render() fills each key from results/, sync() finds each fragment in its page (its words exactly,
+any number where a key stands) and writes the numbers in, and tests/test_prose_numbers.py fails
+when a page differs from render(): the printed rounding is the tolerance. Every script's --redraw
+of the repository's results/ calls sync() (tables.sync_glance).
+
+Keys, `{kind:args}`; the format is the one the page prints:
+    ppl:ROW:L           perplexity at length L (extrapolation.json)                    4.89
+    ratio:ROW:L         ppl@L / ppl at the training length                              1.20
+    ctx:ROW:C           loss on the fixed targets with C characters of context         1.600
+    eff:ROW             effective context (context_use.json)                              64
+    exact:ROW:D         retrieval exact match at distance D, % of windows (retrieval.json) 66%
+    lo:ROW:D, hi:ROW:D  its Clopper-Pearson 95% interval, % (from the count)              57
+    n:ROW:D             its number of windows                                            128
+    gain:ROW:D          its copy gain, nats/char                                        +2.91
+    fexact:ROW:FORMAT:D exact match of a passkey format (retrieval_formats.json), %        45%
+    flo/fhi:ROW:FORMAT:D  its interval, %
+    rss:FILE            peak resident memory of the run that wrote FILE.json, GiB        0.82
+    secs:FILE:ROWS      seconds a measure spent on rows (meta.row_seconds summed), min    4.4
+"""
+import functools
+import re
+from pathlib import Path
+
+from eval_common import HERE, read_json
+from long_context import share_ci
+
+NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?%?"  # what a key's place matches in a page: 4.89, +2.91, 66%, 4,096
+
+
+def _rows(results: Path, name: str) -> dict:
+    path = Path(results) / f"{name}.json"
+    return _read(path, path.stat().st_mtime_ns if path.exists() else 0)
+
+
+@functools.lru_cache(maxsize=16)
+def _read(path: Path, mtime: int) -> dict:  # read once per version of the file
+    return read_json(path)
+
+
+def _one(rows, what: str, **match) -> dict:
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    if len(found) != 1:
+        raise KeyError(f"{what}: {len(found)} rows match {match}")
+    return found[0]
+
+
+def _retrieval(results, row, d):
+    return _one(_rows(results, "retrieval")["rows"], "retrieval", variant=row, distance=int(d))
+
+
+def _format(results, row, fmt, d):
+    return _one(_rows(results, "retrieval_formats")["rows"], "retrieval_formats", variant=row, format=fmt,
+                distance=int(d))
+
+
+def _ci(r) -> tuple:
+    return share_ci(r["exact"], r["trials"])
+
+
+def _ppl(results, row, L):
+    return _one(_rows(results, "extrapolation")["rows"], "extrapolation", variant=row)[f"ppl_{L}"]
+
+
+KINDS = {
+    "ppl": lambda res, row, L: f"{_ppl(res, row, L):.2f}",
+    "ratio": lambda res, row, L: f"{_ppl(res, row, L) / _ppl(res, row, 256):.2f}",
+    "ctx": lambda res, row, c: f"{_one(_rows(res, 'context_use')['rows'], 'context_use', variant=row)[f'c{c}']:.3f}",
+    "eff": lambda res, row: f"{_one(_rows(res, 'context_use')['rows'], 'context_use', variant=row)['effective_context']}",
+    "exact": lambda res, row, d: f"{100 * _retrieval(res, row, d)['exact']:.0f}%",
+    "lo": lambda res, row, d: f"{100 * _ci(_retrieval(res, row, d))[0]:.0f}",
+    "hi": lambda res, row, d: f"{100 * _ci(_retrieval(res, row, d))[1]:.0f}",
+    "n": lambda res, row, d: f"{_retrieval(res, row, d)['trials']}",
+    "gain": lambda res, row, d: f"{_retrieval(res, row, d)['gain']:+.2f}",
+    "fexact": lambda res, row, fmt, d: f"{100 * _format(res, row, fmt, d)['exact']:.0f}%",
+    "flo": lambda res, row, fmt, d: f"{100 * _ci(_format(res, row, fmt, d))[0]:.0f}",
+    "fhi": lambda res, row, fmt, d: f"{100 * _ci(_format(res, row, fmt, d))[1]:.0f}",
+    "rss": lambda res, name: f"{_rows(res, name)['meta']['peak_rss_gib']:.2f}",
+    "secs": lambda res, name, rows: f"{sum(_rows(res, name)['meta']['row_seconds'][r] for r in rows.split('|')) / 60:.1f}",
+}
+
+_KEY = re.compile(r"\{([a-z]+(?::[^{}:]+)+)\}")
+
+
+def value(key: str, results: Path) -> str:
+    """The printed value of one key (module docstring), read from results/."""
+    kind, *args = key.split(":")
+    return KINDS[kind](results, *args)
+
+
+def render(fragment: str, results: Path) -> str:
+    """A fragment with every {key} replaced by its value."""
+    return _KEY.sub(lambda m: value(m.group(1), results), fragment)
+
+
+def pattern(fragment: str) -> re.Pattern:
+    """The fragment as a regex: its words exactly, NUMBER wherever a key stands."""
+    parts = _KEY.split(fragment)  # words, key, words, key, ...
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else f"(?:{NUMBER})" for i, p in enumerate(parts)))
+
+
+def keys_in(fragment: str) -> list:
+    return _KEY.findall(fragment)
+
+
+def sync(results: Path, claims=None, root: Path = HERE) -> list:
+    """Write every claim's numbers into its page under root; returns the (page, fragment) pairs not found
+    (the page's words changed: tests/test_prose_numbers.py names them)."""
+    missing, pages = [], {}
+    for page, fragment in (CLAIMS if claims is None else claims):
+        path = Path(root) / page
+        text = pages.get(path) or path.read_text(encoding="utf-8")
+        new, n = pattern(fragment).subn(lambda m: render(fragment, results), text)
+        if n == 0:
+            missing.append((page, fragment))
+        pages[path] = new
+    import tiny_lm  # atomic writes; imported here so that reading claims needs no model code
+    for path, text in pages.items():
+        if path.read_text(encoding="utf-8") != text:
+            tiny_lm.atomic_write_text(path, text)
+    return missing
+
+
+# ----------------------------------------------------------------------------- the claims, page by page
+
+CLAIMS = [
+    # README, "What you will learn"
+    ("README.md", "Perplexity at the training length is {ppl:rope:256} for RoPE, {ppl:alibi:256} for ALiBi, "
+                  "{ppl:sin:256} for sinusoidal, {ppl:learned:256} for learned and {ppl:none:256} with no positions"),
+    ("README.md", "At 4096 learned reaches {ppl:learned:4096}, sinusoidal {ppl:sin:4096} and RoPE {ppl:rope:4096}, "
+                  "while ALiBi goes from {ppl:alibi:256} to {ppl:alibi:4096}."),
+    ("README.md", "Training-free YaRN gives {ppl:rope+yarn:4096} at 4096; YaRN with 110 more steps at length 1024 "
+                  "gives {ppl:rope_ft_yarn:4096}, where the same fine-tune without a scaling gives {ppl:rope_ft_none:4096}."),
+    ("README.md", "ALiBi is flat ({ctx:alibi:0} nats/char with\nno context, {ctx:alibi:3840} with 3840)"),
+    ("README.md", "| `default` | nothing | Llama 2, Mistral, Pythia | {ppl:rope:4096} |"),
+    ("README.md", "| `linear` (position interpolation) | every θ_i / s | Gemma 3 global layers | {ppl:rope+linear:4096} |"),
+    ("README.md", "| `ntk` (ours; not an HF type) | base · s^(d/(d-2)) | - | {ppl:rope+ntk:4096} |"),
+    ("README.md", "| InternLM2 chat models | {ppl:rope+dynamic:4096} (= `ntk` for a window scored whole) |"),
+    ("README.md", "| Qwen2.5/Qwen3 long, gpt-oss, DeepSeek-V3 | {ppl:rope+yarn:4096} |"),
+    ("README.md", "| Llama 3.1, 3.2 | {ppl:rope+llama3:4096} |"),
+    ("README.md", "| Phi-3, Phi-3.5, Phi-4-mini | {ppl:rope+longrope:4096} (factors by YaRN's ramp) |"),
+    ("README.md", "| Gemma 4 global layers | trained, p = 0.75: {ppl:rope_p75:4096} |"),
+    # README, 复盘 (Chinese, then English)
+    ("README.md", "在训练长度 256 上，RoPE（困惑度 {ppl:rope:256}）和 ALiBi（{ppl:alibi:256}）好于 sinusoidal（{ppl:sin:256}）"
+                  "和 learned（{ppl:learned:256}）"),
+    ("README.md", "learned、sinusoidal 和不加处理的 RoPE 都崩（4096 处 {ppl:learned:4096}、{ppl:sin:4096}、"
+                  "{ppl:rope:4096}），ALiBi 几乎不动（{ppl:alibi:4096}），YaRN 加 110 步微调后 RoPE 为 {ppl:rope_ft_yarn:4096}"),
+    ("README.md", "At 256 RoPE ({ppl:rope:256}) and ALiBi ({ppl:alibi:256}) beat\nsinusoidal ({ppl:sin:256}) and "
+                  "learned ({ppl:learned:256})"),
+    ("README.md", "Past 256 learned, sinusoidal and plain RoPE break\n({ppl:learned:4096}, {ppl:sin:4096}, "
+                  "{ppl:rope:4096} at 4096), ALiBi does not ({ppl:alibi:4096}), and YaRN plus a 110-step fine-tune "
+                  "gives\nRoPE {ppl:rope_ft_yarn:4096}."),
+]
