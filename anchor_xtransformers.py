@@ -158,6 +158,7 @@ def provenance(scheme: str, sizes: dict, tc: TrainConfig, vocab: str, text: str,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    made_by = training_provenance(argv, "", args.seed, "anchor_xtransformers.py")  # the command and the commit this process starts from
     schemes = args.schemes.split(",")
     if not schemes or any(s not in SCHEMES for s in schemes):
         fail(f"unknown scheme in --schemes {args.schemes!r}; choose from {','.join(SCHEMES)}")
@@ -192,7 +193,7 @@ def main(argv=None) -> int:
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # recipe_ablation.py's characters
-    rows, made_by = [], training_provenance(argv, "", tc.seed)  # one command and commit for the run
+    rows = []
     for scheme in schemes:
         model, wall = run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out, device)
         # ppl = exp(mean loss) over the same validation characters at every L

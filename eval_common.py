@@ -7,6 +7,7 @@ What is measured lives in perplexity.py and long_context.py, the tables of the R
 in tables.py; output folders follow variants.run_dirs.
 """
 import csv
+import functools
 import io
 import json
 import resource
@@ -199,8 +200,10 @@ PROVENANCE_KEYS = ("config", "train", "seed", "command", "commit", "corpus_sha25
 UNKNOWN = "unknown"
 
 
+@functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The commit the code runs from ("<sha>+dirty" with uncommitted changes to tracked files), or "unknown"."""
+    """The commit the code runs from ("<sha>+dirty" with uncommitted changes to tracked files), or "unknown".
+    Read once per process: call it when the process starts (train_compare.main does), not when it saves."""
     import subprocess
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, timeout=10)
@@ -213,11 +216,12 @@ def git_commit() -> str:
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def training_provenance(argv, corpus_sha256: str, seed: int) -> dict:
+def training_provenance(argv, corpus_sha256: str, seed: int, script: str = None) -> dict:
     """What a checkpoint records of how it was made, beside its config and train_config: the
-    command, the commit and the full SHA-256 of the corpus text (train + validation)."""
+    command (`python <script> <argv>`), the commit and the full SHA-256 of the corpus text (train + validation)."""
     args = sys.argv[1:] if argv is None else list(argv)
-    return {"command": " ".join(["python", Path(sys.argv[0]).name, *args]).strip(), "commit": git_commit(),
+    script = script or Path(sys.argv[0]).name
+    return {"command": " ".join(["python", script, *args]).strip(), "commit": git_commit(),
             "corpus_sha256": corpus_sha256, "seed": seed}
 
 

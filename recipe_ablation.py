@@ -220,6 +220,7 @@ def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) ->
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    git_commit()  # the code this process runs, read now: the checkpoints' provenance names it
     runs, results_dir = run_dirs(quick=args.quick)
     if args.quick and args.main_dir == "runs/main":
         args.main_dir = str(runs)

@@ -36,7 +36,7 @@ import copy_mixture
 import long_context
 import tiny_lm
 from eval_common import (LOG_KEYS, check_writable, corpus_mismatch, csv_text, provenance_of, read_json, read_logs,
-                         results_for_checkpoints, training_provenance)
+                         git_commit, results_for_checkpoints, training_provenance)
 from tiny_lm import CheckpointError, CorpusError, GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
@@ -179,6 +179,7 @@ def check_args(args, world: int, names: list):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    git_commit()  # the code this process runs, read now: the checkpoints' provenance names it
     rank, world, local_rank = distributed_env()
     say = print if rank == 0 else (lambda *a, **k: None)
 
@@ -360,7 +361,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
              "tokens": tc.steps * tc.batch_size * tc.seq_len,
-             "provenance": training_provenance(argv, data[4], tc.seed)}
+             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py")}
     if rank == 0:
         tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
         state_path.unlink(missing_ok=True)
