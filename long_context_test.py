@@ -454,6 +454,22 @@ def cell(r, m: str, scale: float, fmt: str, with_interval: bool = True) -> str:
     return text
 
 
+def windows_note(rows, meta) -> str:
+    """How many windows each cell rests on, from the rows themselves (each records its count): the rule,
+    and the rows still measured under an older one, by name."""
+    far, many = meta.get("far_from", FAR_FROM), meta.get("copy_trials", meta["trials"])
+    note = (f"Windows per cell: {many} for the copy family at every d and for every model from d = {far}, "
+            f"{meta['trials']} for text models below it")
+    fewer = {}
+    for r in rows:
+        if (r["family"] == "copy" or r["distance"] >= far) and r["trials"] < many:
+            fewer.setdefault(r["trials"], []).append(r["variant"])
+    for n, names in sorted(fewer.items()):
+        note += (f"; rows measured before this rule and not again ({n} windows where the rule now takes {many}): "
+                 f"{', '.join(dict.fromkeys(names))}")
+    return note
+
+
 def retrieval_tables(rows, meta):
     """(CSV rows: one per variant, exact match, per-character accuracy and gain per distance;
     markdown: one table per measure) of the retrieval table."""
@@ -479,9 +495,8 @@ def retrieval_tables(rows, meta):
               f"text and again d characters later; scored on characters 2..{K} of the repeat. Exact match: all "
               f"{K - 1} are the model's most likely next character (= greedy decoding). Copy gain: their loss in the "
               f"paired control window (the first copy replaced by {K} other letters, nothing else changed) minus "
-              f"their loss in the planted window. {meta.get('copy_trials', meta['trials'])} windows per distance "
-              f"for the copy family and for every model from d = {meta.get('far_from', 0)}, {meta['trials']} for "
-              f"text models below it; intervals: exact match Clopper-Pearson from its count of windows, "
+              f"their loss in the planted window. {windows_note(rows, meta)}; intervals: exact match "
+              f"Clopper-Pearson from its count of windows, "
               f"copy gain bootstrap over windows. 'trained on': the data and the training length."]
     return wide, "\n".join(lines) + "\n"
 

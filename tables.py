@@ -151,13 +151,40 @@ def current_models_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text_retrieval_paragraph(results: Path) -> str:
+    """docs/long_context.md's paragraph on the text-trained models' retrieval, computed from
+    results/retrieval.json: their best exact match and per-character accuracy (against a uniform guess
+    among the key's letters, and the same model's control window), the range of their copy gains, and
+    how many gain intervals lie above zero. "" without text rows."""
+    data = read_json(Path(results) / "retrieval.json")
+    rows = [r for r in data.get("rows", []) if r["family"] == "text"]
+    if not rows:
+        return ""
+    letters = len(data["meta"].get("key_alphabet", "")) or 26
+    best = max(rows, key=lambda r: (r["per_char"], r["distance"]))
+    top = max(rows, key=lambda r: r["gain"])
+    above = [r for r in rows if r["gain_lo"] > 0]
+    exact = max(r["exact"] for r in rows)
+    n = sorted({r["trials"] for r in rows})
+    says = f"is 0% in all {len(rows)} cells" if exact == 0 else f"is at most {100 * exact:.0f}% over their {len(rows)} cells"
+    return (f"**The text-trained models do not copy.** Exact match {says} ({' or '.join(map(str, n))} windows "
+            f"each). Per-character accuracy is at most "
+            f"{100 * best['per_char']:.2f}% ({best['variant']} at d = {best['distance']}, where its control window, "
+            f"with no first copy to read, scores {100 * best['per_char_control']:.2f}%), against "
+            f"{100 / letters:.1f}% for a uniform guess among the {letters} letters. The copy gain lies between "
+            f"{min(r['gain'] for r in rows):+.2f} and {top['gain']:+.2f} nats/char (the largest: {top['variant']} "
+            f"at d = {top['distance']}); {len(above)} of its {len(rows)} intervals have a lower bound above zero, "
+            f"none above {max(r['gain_lo'] for r in rows):+.2f}.\n")
+
+
 def sync_glance(results: Path) -> None:
     """Recompute the glance table, the copy family's table and the current models' table and write
     them into their pages (repository results only)."""
     if (Path(results) / "extrapolation.json").exists():
         sync_table("glance", glance_table(Path(results)), results)
     for name, table in (("copy_family", copy_family_table(Path(results))),
-                        ("current_models", current_models_table(Path(results)))):
+                        ("current_models", current_models_table(Path(results))),
+                        ("text_retrieval", text_retrieval_paragraph(Path(results)))):
         if table:
             sync_table(name, table, results)
     if is_repo_results(results):
