@@ -129,7 +129,7 @@ def parse_args(argv=None):
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help=f"preview: {', '.join(pv['variants'])} only, {pv['model']['n_layer']} layers x "
                         f"{pv['model']['n_embd']} wide, {pv['train']['steps']} steps of {pv['train']['batch_size']} x "
-                        f"{pv['train']['seq_len']}, writing to runs/preview (the README's five-minute look; then "
+                        f"{pv['train']['seq_len']}, writing to runs/preview (the README's look in a few minutes; then "
                         f"extrapolation_test.py --preset preview). "
                         f"gpu: {gm['n_layer']} layers x {gm['n_embd']} wide x {gm['n_head']} heads, {gt['steps']:,} "
                         f"steps of {gt['batch_size']} x {gt['seq_len']}, lr {gt['lr']:g}, --amp {gpu['amp']}, "
