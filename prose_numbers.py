@@ -14,6 +14,10 @@ Keys, `{kind:args}`; the format is the one the page prints:
     ppl:ROW:L           perplexity at length L (extrapolation.json)                    4.89
     ratio:ROW:L         ppl@L / ppl at the training length                              1.20
     pplrange:ROW        lowest-highest perplexity over the scored lengths              7.67-7.78
+    loss:ROW:L          ln(ppl@L), nats/char                                           1.883
+    lossup:ROW:L        how much higher that is than at the training length, %           18.6
+    lossgap:ROW:BASE:L  ln ppl@L of ROW minus BASE's, nats/char                          0.42
+    val:ROW             the last validation loss of its training log (train_log.json)   1.523
     ctxrange:ROW:A:B    lowest-highest loss over contexts A..B                       1.583-1.586
     effrange:R1|R2|..   lowest-highest effective context of these rows                   64-192
     ctx:ROW:C           loss on the fixed targets with C characters of context         1.600
@@ -32,6 +36,7 @@ Keys, `{kind:args}`; the format is the one the page prints:
     mins:FILE           minutes the measure of FILE took over the runs whose rows it holds (meta.runs)  2.7
 """
 import functools
+import math
 import re
 from pathlib import Path
 
@@ -125,6 +130,10 @@ KINDS = {
     "pcrange": lambda res, row, a, b: _range("{:.0f}", [100 * r["per_char"] for r in _ret_rows(res, row, a, b)], "%"),
     "pc": lambda res, row, d: f"{100 * _retrieval(res, row, d)['per_char']:.0f}%",
     "pct": lambda res, row, base, L: f"{100 * (_ppl(res, row, L) / _ppl(res, base, L) - 1):.0f}%",
+    "loss": lambda res, row, L: f"{math.log(_ppl(res, row, L)):.3f}",
+    "lossup": lambda res, row, L: f"{100 * (math.log(_ppl(res, row, L)) / math.log(_ppl(res, row, 256)) - 1):.1f}",
+    "lossgap": lambda res, row, base, L: f"{math.log(_ppl(res, row, L)) - math.log(_ppl(res, base, L)):.2f}",
+    "val": lambda res, row: f"{_rows(res, 'train_log')['logs'][row]['val_loss'][-1]:.3f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs']) / 60:.1f}",
 }
 
@@ -215,4 +224,8 @@ CLAIMS = [
     ('docs/long_context.md', '- **Beyond the window RoPE drops to nothing and ALiBi fades.** rope_copy: {exrange:rope_copy:512:3900} exact at d = 512 and\n  beyond ({pcrange:rope_copy:512:3900} of the letters), its perplexity saying so too ({ppl:rope_copy:4096} at 4096). alibi_copy still\n  copies at 512 ({exact:alibi_copy:512} [{lo:alibi_copy:512}, {hi:alibi_copy:512}], a gain of {gain:alibi_copy:512} nats/char), then fades: {exact:alibi_copy:1024} [{lo:alibi_copy:1024}, {hi:alibi_copy:1024}] at 1024, {exact:alibi_copy:2048} at\n  2048 and {exact:alibi_copy:3900} at 3900, where the first copy is worth {gain:alibi_copy:2048} and {gain:alibi_copy:3900} nats/char, while its perplexity keeps\n  falling ({ppl:alibi_copy:256} at 256, {ppl:alibi_copy:4096} at 4096).'),
     ('docs/long_context.md', '- **How far each training-free extension retrieves** (rope_copy, exact match at d = 512 / 1024 /\n  2048 / 3900): YaRN {exact:rope_copy+yarn:512} / {exact:rope_copy+yarn:1024} / {exact:rope_copy+yarn:2048} / {exact:rope_copy+yarn:3900}, llama3 {exact:rope_copy+llama3:512} / {exact:rope_copy+llama3:1024} / {exact:rope_copy+llama3:2048} / {exact:rope_copy+llama3:3900}, longrope {exact:rope_copy+longrope:512} / {exact:rope_copy+longrope:1024} / {exact:rope_copy+longrope:2048} / {exact:rope_copy+longrope:3900}, NTK\n  {exrange:rope_copy+ntk:512:3900} and linear {exrange:rope_copy+linear:512:3900}. At 1024: YaRN {exact:rope_copy+yarn:1024} [{lo:rope_copy+yarn:1024}, {hi:rope_copy+yarn:1024}], llama3 {exact:rope_copy+llama3:1024} [{lo:rope_copy+llama3:1024}, {hi:rope_copy+llama3:1024}],\n  longrope {exact:rope_copy+longrope:1024} [{lo:rope_copy+longrope:1024}, {hi:rope_copy+longrope:1024}]; at 2048 YaRN {exact:rope_copy+yarn:2048} [{lo:rope_copy+yarn:2048}, {hi:rope_copy+yarn:2048}]. NTK and linear interpolation keep the perplexity lower than plain\n  RoPE (results.md) but lose the key ({pc:rope_copy+ntk:512} and {pc:rope_copy+linear:512} of the letters at 512).'),
     ('docs/long_context.md', '- **A fine-tune at 1024 moves the reach to the new length, and a scaling carries it further.**\n  rope_copy_ft_yarn: {exact:rope_copy_ft_yarn:512} / {exact:rope_copy_ft_yarn:1024} / {exact:rope_copy_ft_yarn:2048} / {exact:rope_copy_ft_yarn:3900} at 512 / 1024 / 2048 / 3900. Its compute-matched control\n  without a scaling, rope_copy_ft_none: {exact:rope_copy_ft_none:512} at 512, {exact:rope_copy_ft_none:1024} at 1024 and {exrange:rope_copy_ft_none:2048:3900} beyond. The window of the\n  d = 1024 passkey is 1,066 characters (32 + 1024 + 10), just past the 1,024 the control was tuned at, so its\n  1024 cell tests one step outside its tuning, and 2048 the step after.\n  alibi_copy_ft: {exact:alibi_copy_ft:512} at 512, {exact:alibi_copy_ft:1024} at 1024, {exact:alibi_copy_ft:2048} at 2048.\n  Within 200 the fine-tunes copy {exrange:rope_copy_ft_none:32:200} (rope, no scaling), {exrange:rope_copy_ft_yarn:32:200} (YaRN) and {exrange:alibi_copy_ft:32:200} (ALiBi).'),
+    # docs/breakage.md
+    ('docs/breakage.md', "RoPE's loss is already {lossup:rope:512}% above its 256 value at length 512 ({loss:rope:512} vs {loss:rope:256} nats/char)"),
+    ('docs/breakage.md', '(validation loss {loss:none:256} nats/char at 256, far below the uniform guess ln 78 = 4.36), but ends\n{lossgap:none:rope:256} nats/char behind rope'),
+    ('docs/results.md', 'Validation loss at 256 after training (`results/train_log.csv`, 32 windows): rope {val:rope},\n  alibi {val:alibi}, sin {val:sin}, learned {val:learned}, none {val:none} nats/char.'),
 ]

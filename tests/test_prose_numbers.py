@@ -40,3 +40,65 @@ def test_keys_read_what_their_tables_print():
         (f"{100 * lo:.0f}", f"{100 * hi:.0f}")
     ex = {r["variant"]: r for r in P.read_json(RESULTS / "extrapolation.json")["rows"]}
     assert P.value("ratio:alibi:4096", RESULTS) == f"{ex['alibi']['ppl_4096'] / ex['alibi']['ppl_256']:.2f}"
+
+
+# Decimals and percentages in the prose that are not results/' values, and why (the broad check below).
+NOT_RESULTS = {
+    ("README.md", "7.38"): "one preview run's, said so", ("README.md", "35.76"): "one preview run's, said so",
+    ("bigger_runs.md", "24.6"): "the gpu preset's tokens, arithmetic of its settings",
+    ("long_context.md", "83.8"): "a wavelength from RoPE's formula", ("long_context.md", "6.3"): "the same",
+    ("recipe.md", "0.125"): "sqrt(2/C), the init's formula", ("recipe.md", "0.088"): "C^-0.5, the init's formula",
+    ("rope_scaling.md", "1.874"): "YaRN's mscale formula worked out",
+    ("recipe.md", "4.837"): "a mean of the synced seeds table above", ("recipe.md", "4.834"): "the same",
+    ("recipe.md", "1.022"): "a ratio of the synced seeds table's means",
+}
+SKIP = {"loss_vs_position", "per_span_loss", "panels", "logs", "provenance", "distance", "times", "memory", "built",
+        "probe", "history"}  # curves: too many values to tell a stale number from a value
+
+
+def _values(x, out) -> set:
+    """Every number of a results JSON outside curves, printed at 0-4 decimals, as a share (x100) too."""
+    if isinstance(x, bool):
+        return out
+    if isinstance(x, (int, float)):
+        for n in range(5):
+            out.update({f"{abs(x):.{n}f}", f"{abs(100 * x):.{n}f}"})
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            if k not in SKIP:
+                _values(v, out)
+    elif isinstance(x, list):
+        for v in x:
+            _values(v, out)
+    return out
+
+
+def test_every_decimal_in_the_prose_is_a_results_value():
+    """The broad net under CLAIMS: a decimal or a percentage in README.md or docs/*.md, outside the synced
+    tables, code blocks and CLAIMS' fragments, must be a value of results/ at some rounding (or be named in
+    NOT_RESULTS). A stale typed number is rarely still a value of the regenerated files."""
+    import json
+    import re
+    values = set()
+    for f in RESULTS.glob("*.json"):
+        _values(json.loads(f.read_text()), values)
+    for f in RESULTS.glob("*.md"):
+        values |= {m.lstrip("+-").replace(",", "") for m in re.findall(r"[-+]?\d[\d,]*\.?\d*", f.read_text())}
+    number = re.compile(r"(?<![\w.])[-+]?\d+\.\d+|\d+(?:\.\d+)?%")
+    unexplained, checked = [], 0
+    for page in [HERE / "README.md"] + sorted((HERE / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        text = re.sub(r"<!-- ([\w-]+)-table:start -->.*?<!-- \1-table:end -->", "", text, flags=re.S)
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        for where, fragment in P.CLAIMS:
+            if (HERE / where) == page:
+                text = P.pattern(fragment).sub("", text)
+        for m in number.finditer(text):
+            tok = m.group(0).rstrip("%").lstrip("+-")
+            checked += 1
+            if tok not in values and (page.name, tok) not in NOT_RESULTS:
+                line = text[:m.start()].count("\n") + 1
+                unexplained.append(f"{page.name}: {m.group(0)} in {text.splitlines()[line - 1].strip()[:90]!r}")
+    assert checked > 300, f"only {checked} numbers scanned"
+    assert not unexplained, f"{len(unexplained)} numbers of {checked} are no value of results/ (regenerate, claim " \
+                            f"them in prose_numbers.CLAIMS, or say why in NOT_RESULTS):\n" + "\n".join(unexplained)
