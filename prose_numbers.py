@@ -32,6 +32,8 @@ Keys, `{kind:args}`; the format is the one the page prints:
     pct:ROW:BASE:L      how much higher ROW's ppl@L is than BASE's, %                      4%
     fexact:ROW:FORMAT:D exact match of a passkey format (retrieval_formats.json), %        45%
     flo/fhi:ROW:FORMAT:D  its interval, %
+    fields:FORMAT:FIELD:A:B:UNIT  lowest-highest FIELD of every row of FORMAT at d = A..B (UNIT % or nats)  99-100%
+    fmax:FORMAT:FIELD   the highest FIELD of every row of FORMAT, nats/char               +0.03
     rss:FILE            peak resident memory of the run that wrote FILE.json, GiB        0.82
     mins:FILE           minutes the measure of FILE took over the runs whose rows it holds (meta.runs)  2.7
 """
@@ -134,6 +136,11 @@ KINDS = {
     "lossup": lambda res, row, L: f"{100 * (math.log(_ppl(res, row, L)) / math.log(_ppl(res, row, 256)) - 1):.1f}",
     "lossgap": lambda res, row, base, L: f"{math.log(_ppl(res, row, L)) - math.log(_ppl(res, base, L)):.2f}",
     "val": lambda res, row: f"{_rows(res, 'train_log')['logs'][row]['val_loss'][-1]:.3f}",
+    "fields": lambda res, fmt, field, a, b, unit: _range(
+        "{:.0f}" if unit == "%" else "{:+.2f}",
+        [(100 if unit == "%" else 1) * r[field] for r in _rows(res, "retrieval_formats")["rows"]
+         if r["format"] == fmt and int(a) <= r["distance"] <= int(b)], unit if unit == "%" else ""),
+    "fmax": lambda res, fmt, field: f"{max(r[field] for r in _rows(res, 'retrieval_formats')['rows'] if r['format'] == fmt):+.2f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs']) / 60:.1f}",
 }
 
@@ -228,4 +235,6 @@ CLAIMS = [
     ('docs/breakage.md', "RoPE's loss is already {lossup:rope:512}% above its 256 value at length 512 ({loss:rope:512} vs {loss:rope:256} nats/char)"),
     ('docs/breakage.md', '(validation loss {loss:none:256} nats/char at 256, far below the uniform guess ln 78 = 4.36), but ends\n{lossgap:none:rope:256} nats/char behind rope'),
     ('docs/results.md', 'Validation loss at 256 after training (`results/train_log.csv`, 32 windows): rope {val:rope},\n  alibi {val:alibi}, sin {val:sin}, learned {val:learned}, none {val:none} nats/char.'),
+    ('docs/retrieval_formats.md', 'is copied in\n  {fields:repeated_letter:successor:0:200:%} of windows within 200 by every row, as often as the other characters ({fields:repeated_letter:other:0:200:%}).'),
+    ('docs/retrieval_formats.md', 'every row at every distance, and the first copy is worth at most {fmax:verse:gain} nats/char'),
 ]
