@@ -237,4 +237,10 @@ CLAIMS = [
     ('docs/results.md', 'Validation loss at 256 after training (`results/train_log.csv`, 32 windows): rope {val:rope},\n  alibi {val:alibi}, sin {val:sin}, learned {val:learned}, none {val:none} nats/char.'),
     ('docs/retrieval_formats.md', 'is copied in\n  {fields:repeated_letter:successor:0:200:%} of windows within 200 by every row, as often as the other characters ({fields:repeated_letter:other:0:200:%}).'),
     ('docs/retrieval_formats.md', 'every row at every distance, and the first copy is worth at most {fmax:verse:gain} nats/char'),
+    # README, findings 4 and 5
+    ('README.md', 'RoPE and ALiBi copy a 10-letter key at d ≤ 200, their training task ({exrange:rope_copy:32:200}, {exrange:alibi_copy:32:200} exact). Past the window RoPE never does ({exact:rope_copy:512} at 512) and ALiBi fades ({exact:alibi_copy:512} at 512, {exact:alibi_copy:1024} at 1024, {exact:alibi_copy:2048} at 2048) while its perplexity keeps falling. Other capital keys are copied too, less well past the window; verse never ([formats](docs/retrieval_formats.md)).'),
+    # README, 复盘
+    ('README.md', '用复制课程训练后，RoPE 和 ALiBi 能在 200 字符内复制训练格式的密钥（完全复制 {exrange:rope_copy:32:200} 和 {exrange:alibi_copy:32:200}）；出了窗口 RoPE 为 {exact:rope_copy:512}，ALiBi 从 512 处的 {exact:alibi_copy:512} 降到 2048 处的 {exact:alibi_copy:2048}'),
+    ('README.md', 'RoPE never does and ALiBi fades ({exact:alibi_copy:512} at 512, {exact:alibi_copy:2048} at 2048).'),
+    ('README.md', 'fetch a key of the trained format from within 200 characters ({exrange:rope_copy:32:200} and {exrange:alibi_copy:32:200} exact)'),
 ]
