@@ -114,9 +114,12 @@ def test_retrieval_panels(tmp_path, checked):
     plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
     fig = checked[0]
     drawn = [ax for ax in fig.axes if ax.get_visible()]
-    lines = {ln.get_label() for ax in drawn for ln in _data_lines(ax)}
+    labels = [ln.get_label() for ax in drawn for ln in _data_lines(ax)]
+    lines = {label.split(" (under ")[0] for label in labels}  # a line drawn exactly on another says so
     copy = {r["variant"] for r in rows if r["family"] == "copy"}
     assert copy <= lines, f"copy-trained rows not drawn: {copy - lines}"
+    hidden = [label for label in labels if " (under " in label]  # every copy row here is 0.5 everywhere
+    assert hidden and all(label.endswith(")") for label in hidden), f"lines drawn on others are not named: {labels}"
     assert not lines & {r["variant"] for r in rows if r["family"] == "text"}, "an all-zero text row was drawn"
     assert "not drawn: none, learned" in fig._suptitle.get_text().replace("\n", " ")
     assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in drawn)
