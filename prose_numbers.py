@@ -19,6 +19,11 @@ Keys, `{kind:args}`; the format is the one the page prints:
     lossgap:ROW:BASE:L  ln ppl@L of ROW minus BASE's, nats/char                          0.42
     val:ROW             the last validation loss of its training log (train_log.json)   1.523
     probe:ROW:STEP      its passkey probe's per-character accuracy at d = 128 at a step     94%
+    abl:KNOB:SCHEME:SEED  recipe_ablation's ppl at the training length                     5.03
+    ablmean:KNOB:SCHEME   its mean over the seeds it has; ablseeds: how many              4.998
+    anchor:SCHEME:SEED  x-transformers' ppl at the training length (anchor_xtransformers.json)  4.93
+    anchormean:SCHEME   its mean over seeds                                             4.940
+    oursmean:SCHEME:0|1|2  train_compare's ppl@256 of the scheme, mean over these seeds   5.022
     ctxrange:ROW:A:B    lowest-highest loss over contexts A..B                       1.583-1.586
     effrange:R1|R2|..   lowest-highest effective context of these rows                   64-192
     ctx:ROW:C           loss on the fixed targets with C characters of context         1.600
@@ -88,6 +93,37 @@ def _probe(results, row, step):
     return log["probe"][log["step"].index(step)]["d128"][0]
 
 
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def _abl(results, knob, scheme) -> dict:
+    """{seed: ppl at the first scored length} of a recipe_ablation knob and scheme."""
+    data = _rows(results, "recipe_ablation")
+    L0 = data["meta"]["lengths"][0]
+    out = {(r.get("train_config") or {}).get("seed", 0): r[f"ppl@{L0}"] for r in data["rows"]
+           if r["knob"] == knob and r["scheme"] == scheme}
+    if not out:
+        raise KeyError(f"recipe_ablation: no row {knob}/{scheme}")
+    return out
+
+
+def _anchor(results, scheme, at: int = 0) -> dict:
+    """{seed: ppl} of an anchor scheme at its at-th scored length (0: the training length, -1: the longest)."""
+    data = _rows(results, "anchor_xtransformers")
+    L0 = data["meta"]["lengths"][at]
+    out = {r["seed"]: r[f"ppl@{L0}"] for r in data["rows"] if r["scheme"] == scheme}
+    if not out:
+        raise KeyError(f"anchor_xtransformers: no row {scheme}")
+    return out
+
+
+def _ours(results, scheme, seeds) -> list:
+    """train_compare's ppl@256 of a scheme at seeds "0|1|2" (extrapolation.json rows rope, rope [seed1], ...)."""
+    return [_ppl(results, scheme if s == "0" else f"{scheme} [seed{s}]", 256) for s in seeds.split("|")]
+
+
 def _ci(r) -> tuple:
     return share_ci(r["exact"], r["trials"])
 
@@ -149,6 +185,13 @@ KINDS = {
          if r["format"] == fmt and int(a) <= r["distance"] <= int(b)], unit if unit == "%" else ""),
     "fmax": lambda res, fmt, field: f"{max(r[field] for r in _rows(res, 'retrieval_formats')['rows'] if r['format'] == fmt):+.2f}",
     "probe": lambda res, row, step: f"{100 * _probe(res, row, int(step)):.0f}%",
+    "abl": lambda res, knob, scheme, seed: f"{_abl(res, knob, scheme)[int(seed)]:.2f}",
+    "ablmean": lambda res, knob, scheme: f"{_mean(_abl(res, knob, scheme).values()):.3f}",
+    "ablseeds": lambda res, knob, scheme: f"{len(_abl(res, knob, scheme))}",
+    "anchor": lambda res, scheme, seed: f"{_anchor(res, scheme)[int(seed)]:.2f}",
+    "anchor4096": lambda res, scheme, seed: f"{_anchor(res, scheme, -1)[int(seed)]:.2f}",
+    "anchormean": lambda res, scheme: f"{_mean(_anchor(res, scheme).values()):.3f}",
+    "oursmean": lambda res, scheme, seeds: f"{_mean(_ours(res, scheme, seeds)):.3f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs']) / 60:.1f}",
 }
 
