@@ -44,7 +44,6 @@ def test_keys_read_what_their_tables_print():
 
 # Decimals and percentages in the prose that are not results/' values, and why (the broad check below).
 NOT_RESULTS = {
-    ("README.md", "7.38"): "one preview run's, said so", ("README.md", "35.76"): "one preview run's, said so",
     ("bigger_runs.md", "24.6"): "the gpu preset's tokens, arithmetic of its settings",
     ("long_context.md", "83.8"): "a wavelength from RoPE's formula", ("long_context.md", "6.3"): "the same",
     ("recipe.md", "0.125"): "sqrt(2/C), the init's formula", ("recipe.md", "0.088"): "C^-0.5, the init's formula",
