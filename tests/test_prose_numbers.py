@@ -49,8 +49,6 @@ NOT_RESULTS = {
     ("recipe.md", "0.125"): "sqrt(2/C), the init's formula", ("recipe.md", "0.088"): "C^-0.5, the init's formula",
     ("rope_scaling.md", "1.874"): "YaRN's mscale formula worked out",
     ("long_context.md", "97"): "irope_copy's earlier run (results/train_log.json at commit 0e6dd48), said so",
-    ("recipe.md", "4.837"): "a mean of the synced seeds table above", ("recipe.md", "4.834"): "the same",
-    ("recipe.md", "1.022"): "a ratio of the synced seeds table's means",
 }
 SKIP = {"loss_vs_position", "per_span_loss", "panels", "logs", "provenance", "distance", "times", "memory", "built",
         "probe", "history"}  # curves: too many values to tell a stale number from a value
