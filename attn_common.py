@@ -26,8 +26,9 @@ Two implementations, same numbers (tests/test_attn_common.py proves it):
   * attn():      the formula written out, with every option (a boolean mask, the causal mask
                  applied on top of any bias, the attention weights for plots);
   * attn_sdpa(): torch.nn.functional.scaled_dot_product_attention, the fused kernel the
-                 model runs during training and evaluation. With a bias and causal=True it
-                 expects the bias to carry the causal mask already (-inf on hidden keys).
+                 model runs during training and evaluation, queries in chunks when there is a
+                 bias; the bias may be a function of the chunk, so it is never built whole. With
+                 causal=True the bias carries the causal mask (-inf on hidden keys).
 
 Where this differs from the tutorial's `attn`: it adds `causal=` (the tutorial's
 RoPEAttention calls attn without any mask, so its "LM" could read future tokens),
@@ -123,94 +124,129 @@ def attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, win
               extra_logits=None):
     """attn() through torch's fused F.scaled_dot_product_attention: the path the model runs.
 
+    score_bias: a tensor broadcastable to (B, H, Tq, Tk), or a function bias(a, b, s, e) giving the
+    bias of query rows a..b-1 against keys s..e-1, broadcastable to (B, H, b-a, e-s). A function is
+    asked one chunk of rows at a time, so no (H, Tq, Tk) tensor is ever built (schemes.py's
+    score_bias hook returns one). A per-key bias w, (B?, H, 1, Tk), stands for the bias w_j - w_i of
+    query i on key j (ALiBi's key form: m_h j - m_h i = -m_h (i - j)). Its row term -w_i does not change
+    a softmax over the keys alone, so causal, in float32 and without extra logits, w_j becomes one more
+    dimension of q and k (_sdpa_key_bias) and the fused causal kernel runs as without a bias.
+
     Who hides the future keys when causal=True:
-      * no score_bias: the kernel, with is_causal=True (a bottom-right boolean mask when Tq < Tk);
-      * a score_bias: the bias itself, which must hold -inf at every hidden key, as
-        pos_alibi.alibi_bias(causal=True) builds it (SDPA takes a float mask or is_causal, not
-        both). A bias that is visibly unmasked raises ValueError.
-    The bias goes in 4-D, because on CPU a 3-D float mask sends SDPA to its slower unfused path.
-    Causal with a bias, the queries go in chunks of q_chunk rows: rows a..b-1 see keys up to
-    position Tk - Tq + b - 1 only, so later keys are never computed; each chunk's bias is a view.
-    window=w > 0 (needs causal=True): local attention, in _windowed_sdpa.
-    extra_logits (attention sinks): in _sdpa_with_extra, one call with the whole mask.
+      * no score_bias, or a per-key one: the kernel, with is_causal=True (a bottom-right boolean
+        mask when Tq < Tk), or the boolean mask joined to the bias chunk by chunk;
+      * any other score_bias: the bias itself, which must hold -inf at every hidden key (SDPA takes a
+        float mask or is_causal, not both), as pos_alibi builds it; hide_later_keys writes it. A
+        bias that is visibly unmasked raises ValueError. With a window, the window mask does it.
+
+    Without a bias, extra logits or a window: one kernel call. Otherwise the queries go in chunks of
+    q_chunk rows, each against only the keys it can see: rows a..b-1 sit at positions past + a ..
+    past + b - 1 (past = Tk - Tq), so with a causal mask keys up to past + b - 1, and with window=w
+    > 0 from first_visible_key of row a. A long context then costs O(Tq Tk / 2) causal, O(Tq (q_chunk
+    + w)) windowed, and memory for one chunk's (B?, H, q_chunk, keys) mask. extra_logits (attention
+    sinks) join each chunk's mask as n more columns over keys of zeros.
     """
-    if extra_logits is not None:
-        return _sdpa_with_extra(q, k, v, score_bias, causal, window, window_kind, extra_logits)
-    if window:
-        return _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind)
+    if window and not causal:
+        raise ValueError("a local window narrows the causal mask; it needs causal=True")
     Tq, Tk = q.shape[-2], k.shape[-2]
-    if score_bias is None:
+    per_key = torch.is_tensor(score_bias) and score_bias.dim() >= 2 and score_bias.shape[-2] == 1
+    if per_key and causal and not window and extra_logits is None and q.dtype == torch.float32:
+        return _sdpa_key_bias(q, k, v, score_bias)
+    if score_bias is None and extra_logits is None and not window:
         if not causal or Tq == 1:  # one query at the last position sees every key
             return F.scaled_dot_product_attention(q, k, v)
         if Tq == Tk:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         keep = causal_mask(Tq, Tk, device=q.device)[None, None]  # (1, 1, Tq, Tk), cached decoding
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    bias = score_bias.to(q.dtype)  # a view when the dtype already matches
-    bias = bias[(None,) * (q.dim() - bias.dim())]  # (H, Tq, Tk) -> (1, H, Tq, Tk)
-    if not causal:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    past = Tk - Tq  # query row r sits at absolute position past + r
-    if Tq > 1:  # the first hidden key of row r is past + r + 1: it must already be -inf
-        first_hidden = torch.diagonal(bias.expand(*bias.shape[:-2], Tq, Tk), offset=past + 1, dim1=-2, dim2=-1)
-        if not torch.isneginf(first_hidden).all():
-            raise ValueError("causal attn_sdpa with a score_bias needs -inf at the hidden keys inside the bias "
-                             "(e.g. pos_alibi.alibi_bias(..., causal=True)); this bias has a finite value there")
-    outs = []
+    past, outs = Tk - Tq, []
     for a in range(0, Tq, q_chunk):
         b = min(a + q_chunk, Tq)
-        e = past + b  # keys 0..e-1 are visible to some row of a..b-1
-        rows = bias if bias.shape[-2] == 1 else bias[..., a:b, :]
-        # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H, b-a, e) float mask -> (B, H, b-a, D)
-        outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., :e, :], v[..., :e, :],
-                                                   attn_mask=rows[..., :e]))
+        s = first_visible_key(past + a, window, window_kind) if window else 0
+        e = past + b if causal else Tk  # keys s..e-1 serve rows a..b-1
+        mask = _chunk_mask(q, score_bias, extra_logits, causal, window, window_kind, past, a, b, s, e)
+        ks, vs = k[..., s:e, :], v[..., s:e, :]  # (B, H, e-s, D)
+        if extra_logits is not None:  # n keys of zeros whose scores are 0 plus their logit from the mask
+            n = extra_logits.shape[-1]
+            ks = torch.cat((ks, ks.new_zeros(*ks.shape[:-2], n, ks.shape[-1])), dim=-2)  # (B, H, e-s+n, D)
+            vs = torch.cat((vs, vs.new_zeros(*vs.shape[:-2], n, vs.shape[-1])), dim=-2)
+        # (B, H, b-a, D) attending to (B, H, e-s [+ n], D) with a (B?, H, b-a, e-s [+ n]) mask -> (B, H, b-a, D)
+        outs.append(F.scaled_dot_product_attention(q[..., a:b, :], ks, vs, attn_mask=mask))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
-def _windowed_sdpa(q, k, v, score_bias, causal, q_chunk, window, window_kind):
-    """attn_sdpa with window_mask: queries in chunks of q_chunk rows, each against only the keys its
-    rows can see, from first_visible_key of its first row to its last row, so the matmuls of a
-    long context cost O(Tq (q_chunk + w)), not O(Tq Tk). The window mask also hides the future, so a bias
-    need not carry the causal mask here (it may: -inf stays -inf)."""
-    if not causal:
-        raise ValueError("a local window narrows the causal mask; it needs causal=True")
-    Tq, Tk = q.shape[-2], k.shape[-2]
-    past = Tk - Tq  # query row r sits at absolute position past + r
-    keep = window_mask(Tq, Tk, window, window_kind, device=q.device)  # (Tq, Tk)
-    bias = None if score_bias is None else score_bias.to(q.dtype)
-    if bias is not None:
-        bias = bias[(None,) * (q.dim() - bias.dim())]  # (H, Tq, Tk) -> (1, H, Tq, Tk)
-    outs = []
-    for a in range(0, Tq, q_chunk):
-        b = min(a + q_chunk, Tq)
-        s, e = first_visible_key(past + a, window, window_kind), past + b  # keys s..e-1 serve rows a..b-1
-        mask = keep[a:b, s:e][None, None]  # (1, 1, b-a, e-s) boolean
-        if bias is not None:
-            rows = bias if bias.shape[-2] == 1 else bias[..., a:b, :]
-            mask = rows[..., s:e].masked_fill(~mask, float("-inf"))  # (B?, H, b-a, e-s) float
-        # (B, H, b-a, D) attending to (B, H, e-s, D) -> (B, H, b-a, D)
-        outs.append(F.scaled_dot_product_attention(q[..., a:b, :], k[..., s:e, :], v[..., s:e, :], attn_mask=mask))
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
-
-
-def _sdpa_with_extra(q, k, v, score_bias, causal, window, window_kind, extra_logits):
-    """attn_sdpa with extra logits: n keys of zeros after the real ones, whose scores are then 0 plus
-    their logit from the float mask, and whose values are zeros. One (B?, H, Tq, Tk + n) mask, with the
-    causal or window mask in it: memory O(Tq Tk), no query chunks."""
-    if window and not causal:
-        raise ValueError("a local window narrows the causal mask; it needs causal=True")
-    Tq, Tk, n = q.shape[-2], k.shape[-2], extra_logits.shape[-1]
-    mask = q.new_zeros(Tq, Tk) if score_bias is None else score_bias.to(q.dtype)
-    mask = mask[(None,) * (q.dim() - mask.dim())]  # (Tq, Tk) or (H, Tq, Tk) -> 4-D
-    if causal:
-        keep = window_mask(Tq, Tk, window, window_kind, device=q.device) if window else \
-            causal_mask(Tq, Tk, device=q.device)  # (Tq, Tk)
+def _chunk_mask(q, score_bias, extra_logits, causal, window, window_kind, past, a, b, s, e):
+    """The mask of query rows a..b-1 against keys s..e-1: boolean (1, 1, b-a, e-s) when there is only the
+    causal or window mask, else float (B?, H, b-a, e-s [+ n]) with -inf at the hidden keys."""
+    keep = None  # rows a..b-1 are the last b-a of e keys, bottom-right as in causal_mask
+    per_key = torch.is_tensor(score_bias) and score_bias.shape[-2] == 1  # the same for every query: no mask in it
+    if window:
+        keep = window_mask(b - a, e, window, window_kind, device=q.device)[:, s:]  # (b-a, e-s)
+    elif causal and (score_bias is None or per_key):
+        keep = causal_mask(b - a, e, device=q.device)[:, s:]
+    if score_bias is None and extra_logits is None:
+        return None if keep is None else keep[None, None]
+    if score_bias is None:
+        mask = q.new_zeros(b - a, e - s)
+    elif callable(score_bias):
+        mask = score_bias(a, b, s, e).to(q.dtype)
+    else:
+        mask = score_bias.to(q.dtype)
+        mask = mask[(None,) * (4 - mask.dim())]  # (H, Tq, Tk) -> (1, H, Tq, Tk)
+        if per_key:  # w_j - w_i, rows at key positions past+a ..: (B?, H, 1, e-s) - (B?, H, b-a, 1) -> (B?, H, b-a, e-s)
+            mask = mask[..., s:e] - mask[..., 0, past + a:past + b][..., :, None]
+        else:
+            mask = (mask if mask.shape[-2] == 1 else mask[..., a:b, :])[..., s:e]
+    mask = mask[(None,) * (4 - mask.dim())]  # 4-D: on CPU a 3-D float mask takes SDPA's slower path
+    if keep is not None:
         mask = mask.masked_fill(~keep, float("-inf"))
-    mask, extra = _beside(mask, extra_logits.to(q.dtype))
-    zeros = q.new_zeros(*k.shape[:-2], n, k.shape[-1])  # (B, H, n, D)
-    # (B, H, Tq, D) attending to (B, H, Tk + n, D) with a (B?, H, Tq, Tk + n) float mask -> (B, H, Tq, D)
-    return F.scaled_dot_product_attention(q, torch.cat((k, zeros), dim=-2), torch.cat((v, zeros), dim=-2),
-                                          attn_mask=torch.cat((mask, extra), dim=-1))
+    elif causal and b - a > 1:  # the bias hides the future: the first hidden key of each row must be -inf
+        rows = mask.expand(*mask.shape[:-2], b - a, e - s)
+        if not torch.isneginf(torch.diagonal(rows, offset=past + a + 1 - s, dim1=-2, dim2=-1)).all():
+            raise ValueError("causal attn_sdpa with a score_bias needs -inf at the hidden keys inside the bias "
+                             "(attn_common.hide_later_keys, or pos_alibi.alibi_bias(..., causal=True)); this "
+                             "bias has a finite value there")
+    if extra_logits is None:
+        return mask
+    extra = extra_logits.to(q.dtype)
+    extra = extra if extra.shape[-2] == 1 else extra[..., a:b, :]  # (B?, H, b-a, n)
+    mask, extra = _beside(mask, extra)
+    return torch.cat((mask, extra), dim=-1)  # (B?, H, b-a, e-s + n)
+
+
+# A per-key bias w_j (ALiBi's key form m_h j) is a dot product with a constant: with
+#     q'_i = [q_i sqrt((D + 1) / D), sqrt(D + 1)],   k'_j = [k_j, w_j],
+# q'_i . k'_j / sqrt(D + 1) = q_i . k_j / sqrt(D) + w_j, so SDPA's own scale and causal kernel give the
+# biased softmax with no bias tensor at all. float32 only: |w_j| grows with the length (ALiBi: m_h j), and
+# a bf16 k would round it (j is exact in bf16 only up to 256). v gets a column of zeros too, dropped after:
+# torch's CPU kernel takes its fast path only when v is as wide as q and k.
+def _sdpa_key_bias(q, k, v, key_bias):
+    """attn_sdpa(causal=True) with a per-key bias broadcastable to (B, H, 1, Tk), through one more head dim."""
+    D, Tq, Tk = q.shape[-1], q.shape[-2], k.shape[-2]
+    c = math.sqrt(D + 1)
+    w = key_bias.to(q.dtype)[(None,) * (4 - key_bias.dim())].transpose(-1, -2)  # (B?, H, 1, Tk) -> (B?, H, Tk, 1)
+    qa = torch.cat((q * (c / math.sqrt(D)), q.new_full((*q.shape[:-1], 1), c)), dim=-1)  # (B, H, Tq, D + 1)
+    ka = torch.cat((k, w.expand(*k.shape[:-1], 1)), dim=-1)                               # (B, H, Tk, D + 1)
+    va = torch.cat((v, v.new_zeros(*v.shape[:-1], 1)), dim=-1)                            # (B, H, Tk, D + 1)
+    if Tq == Tk:
+        out = F.scaled_dot_product_attention(qa, ka, va, is_causal=True)
+    else:  # cached decoding: the new queries are the last Tq positions
+        out = F.scaled_dot_product_attention(qa, ka, va, attn_mask=causal_mask(Tq, Tk, device=q.device)[None, None])
+    return out[..., :D]  # (B, H, Tq, D + 1) -> (B, H, Tq, D)
+
+
+# A causal score bias holds -inf at every key after its query. Within a chunk of queries i0..i0+R-1 against
+# keys j0..j0+C-1, those are the keys j > i: only the columns from i0 + 1 on, so only they are touched.
+def hide_later_keys(bias, i0: int, j0: int):
+    """bias (..., R, C) for queries at positions i0.. and keys at j0..: -inf where j > i, written in place
+    (bias must be a tensor of your own, not a view of one you keep); returns bias."""
+    R, C = bias.shape[-2:]
+    c0 = max(0, i0 + 1 - j0)  # the first column that some row must not see
+    if c0 < C:
+        i = torch.arange(i0, i0 + R, device=bias.device)[:, None]     # (R, 1)
+        j = torch.arange(j0 + c0, j0 + C, device=bias.device)[None]   # (1, C - c0)
+        bias[..., c0:].masked_fill_(j > i, float("-inf"))
+    return bias
 
 
 def _demo() -> None:

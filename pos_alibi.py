@@ -99,6 +99,33 @@ class ALiBi(nn.Module):
         return alibi_bias(self.n_head, q_len, k_len, symmetric=self.symmetric, causal=self.causal,
                           slopes=self.slopes, device=self.slopes.device)
 
+    def block(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """alibi_bias_block with this module's slopes (and its causal mask if causal)."""
+        return alibi_bias_block(self.slopes, i0, i1, j0, j1, symmetric=self.symmetric, causal=self.causal)
+
+
+# ---- one block of the bias, for attention that runs in chunks of queries --------------------
+
+# The same bias for queries at positions i0..i1-1 against keys at j0..j1-1 only: a chunk of queries
+# against the keys it can see, as attn_common.attn_sdpa asks for it. A model scoring 4096 positions
+# then never holds the (H, 4096, 4096) tensor, only (H, chunk, keys) at a time, and the causal mask
+# touches only the keys after the chunk's first query. alibi_bias(H, q_len, k_len) is the block
+# (k_len - q_len, k_len, 0, k_len).
+def alibi_bias_block(slopes: torch.Tensor, i0: int, i1: int, j0: int, j1: int, symmetric: bool = False,
+                     causal: bool = False) -> torch.Tensor:
+    """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0); causal: -inf where j > i."""
+    i = torch.arange(i0, i1, device=slopes.device, dtype=torch.float32)  # (Tq,)
+    j = torch.arange(j0, j1, device=slopes.device, dtype=torch.float32)  # (Tk,)
+    if not symmetric:  # -m (i - j) = m j - m i: one broadcast subtraction, (H, 1, Tk) - (H, Tq, 1)
+        m = slopes.float()[:, None]  # (H, 1)
+        bias = (m * j)[:, None, :] - (m * i)[:, :, None]  # (H, Tq, Tk)
+    else:
+        bias = -slopes.float()[:, None, None] * (i[:, None] - j[None, :]).abs()[None]  # (H, Tq, Tk)
+    c0 = max(0, i0 + 1 - j0)  # keys from j0 + c0 on come after some query
+    if causal and c0 < j1 - j0:
+        bias[..., c0:].masked_fill_(j[None, c0:] > i[:, None], float("-inf"))  # (H, Tq, Tk - c0), in place
+    return bias
+
 
 def _self_check() -> None:
     s12 = alibi_slopes(12)
@@ -114,6 +141,9 @@ def _self_check() -> None:
     masked = alibi_bias(4, 3, 10, causal=True)
     assert torch.isneginf(masked[:, 0, 8:]).all() and torch.equal(masked[:, :, :8], last[:, :, :8])
     print("ok  causal=True: the same values, -inf on the keys after each query (bottom-right)")
+    assert torch.equal(alibi_bias_block(alibi_slopes(4), 8, 10, 2, 9), full[:, 8:10, 2:9])
+    assert torch.equal(alibi_bias_block(alibi_slopes(4), 7, 10, 2, 10, causal=True), masked[:, :, 2:])
+    print("ok  alibi_bias_block(i 8..9, j 2..8) is that block of the full bias, with the mask if causal")
     torch.manual_seed(0)
     scores = torch.randn(4, 10, 10)
     causal = torch.ones(10, 10, dtype=torch.bool).tril()

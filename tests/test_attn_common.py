@@ -18,7 +18,8 @@ import pos_learned
 import pos_rope
 import pos_sin
 import attn_common
-from attn_common import attn, attn_sdpa, causal_mask, first_visible_key, llama4_attn_temperature, window_mask
+from attn_common import (attn, attn_sdpa, causal_mask, first_visible_key, hide_later_keys, llama4_attn_temperature,
+                         window_mask)
 from pos_alibi import alibi_bias
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -106,14 +107,78 @@ def test_attn_equals_sdpa(name, Tq, Tk, causal, bias_kind, use_mask):
         assert err < TOL64, f"{name}: attn_sdpa() vs F.scaled_dot_product_attention max diff {err:.2e}"
 
 
-@pytest.mark.parametrize("Tq,Tk", [(6, 6), (3, 7)])
-def test_sdpa_refuses_a_causal_bias_without_the_mask(Tq, Tk):
-    """causal=True with a bias that is finite at a hidden key raises, rather than letting the chunk see the future."""
+@pytest.mark.parametrize("Tq,Tk,causal,window,q_chunk", [(6, 6, True, 0, 2), (3, 7, True, 0, 2), (7, 7, False, 0, 3),
+                                                    (9, 9, True, 3, 4), (2, 9, True, 4, 1)])
+def test_sdpa_chunk_function_equals_whole_bias(Tq, Tk, causal, window, q_chunk):
+    """A bias given as a function of the chunk (schemes.py's score_bias) gives attn()'s output with the whole
+    tensor; each call asks only for the rows of its chunk and the keys they can see, and the function hides
+    the later keys with hide_later_keys."""
     gen = torch.Generator().manual_seed(9)
     q, k, v = qkv(Tq, Tk, gen)
     bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
-    with pytest.raises(ValueError, match="-inf at the hidden keys"):
-        attn_sdpa(q, k, v, score_bias=bias, causal=True)
+    asked, past = [], Tk - Tq
+
+    def chunk(a, b, s, e):
+        asked.append((a, b, s, e))
+        rows = bias[:, a:b, s:e].clone()
+        return hide_later_keys(rows, past + a, s) if causal else rows
+
+    want = attn(q, k, v, score_bias=bias, causal=causal, window=window)
+    whole = bias.masked_fill(~keep_bottom_right(Tq, Tk), float("-inf")) if causal else bias
+    for given in (whole, chunk):
+        got = attn_sdpa(q, k, v, score_bias=given, causal=causal, window=window, q_chunk=q_chunk)
+        err = max_diff(got, want)
+        assert err < TOL64, f"attn_sdpa with a {'function' if given is chunk else 'tensor'} bias vs attn(): {err:.2e}"
+    rows = [r for a, b, *_ in asked for r in range(a, b)]
+    assert rows == list(range(Tq)) and all(b - a <= q_chunk for a, b, *_ in asked), asked
+    if causal:  # never a key after the chunk's last query
+        assert all(e == past + b for a, b, s, e in asked), asked
+
+
+@pytest.mark.parametrize("Tq,Tk,q_chunk", [(6, 6, 256), (3, 7, 256), (9, 9, 4)])
+def test_sdpa_refuses_a_causal_bias_without_the_mask(Tq, Tk, q_chunk):
+    """causal=True with a bias (tensor or chunk function) that is finite at a hidden key raises, rather than
+    letting the chunk see the future."""
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = qkv(Tq, Tk, gen)
+    bias = torch.randn(H, Tq, Tk, dtype=torch.float64, generator=gen)
+    for given in (bias, lambda a, b, s, e: bias[:, a:b, s:e]):
+        with pytest.raises(ValueError, match="-inf at the hidden keys"):
+            attn_sdpa(q, k, v, score_bias=given, causal=True, q_chunk=q_chunk)
+
+
+@pytest.mark.parametrize("Tq,Tk", [(40, 40), (3, 40)])
+def test_per_key_bias_is_the_bias_w_j_minus_w_i(Tq, Tk):
+    """A per-key bias w (H, 1, Tk) stands for w_j - w_i: in float32 without extra logits attn_sdpa folds it into
+    q.k (one more head dim, the causal kernel), with extra logits or in float64 it builds the chunks; each equals
+    attn() with the whole bias w_j - w_i and the causal mask. ALiBi's key form gives ALiBi."""
+    gen = torch.Generator().manual_seed(11)
+    q, k, v = qkv(Tq, Tk, gen)
+    w = torch.randn(H, 1, Tk, dtype=torch.float64, generator=gen) * 3
+    pos = torch.arange(Tk - Tq, Tk)
+    full = w - w[:, 0, pos][..., None]  # (H, 1, Tk) - (H, Tq, 1) -> (H, Tq, Tk): w_j - w_i
+    sinks = torch.randn(H, 1, 2, dtype=torch.float64, generator=gen)
+    for dtype, tol in ((torch.float64, TOL64), (torch.float32, 1e-5)):
+        qd, kd, vd, wd = (t.to(dtype) for t in (q, k, v, w))
+        for extra in (None, sinks.to(dtype)):
+            want = attn(q, k, v, score_bias=full, causal=True, extra_logits=extra)
+            got = attn_sdpa(qd, kd, vd, score_bias=wd, causal=True, q_chunk=16, extra_logits=extra)
+            err = max_diff(got, want)
+            assert err < tol, f"{dtype}, extra logits {extra is not None}: per-key bias vs w_j - w_i, max diff {err:.2e}"
+    m = torch.tensor([0.5, 0.25, 0.125])[:, None, None]  # ALiBi: w_j = m j  ->  -m (i - j)
+    alibi = alibi_bias(3, Tq, Tk, slopes=m.flatten())
+    j = torch.arange(Tk, dtype=torch.float64)
+    err = max_diff((m * j) - (m * j)[:, :, Tk - Tq:].transpose(1, 2), alibi)
+    assert err == 0, f"ALiBi's key form minus its row term vs alibi_bias: {err:.2e}"
+
+
+def test_hide_later_keys_matches_the_causal_mask():
+    """hide_later_keys on any block equals that block of the causal mask applied to the whole bias."""
+    bias = torch.randn(2, 12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    whole = bias.masked_fill(~keep_bottom_right(12, 12), float("-inf"))
+    for i0, i1, j0, j1 in ((0, 12, 0, 12), (4, 8, 0, 8), (4, 8, 2, 6), (9, 12, 10, 12), (3, 5, 0, 3)):
+        got = hide_later_keys(bias[:, i0:i1, j0:j1].clone(), i0, j0)
+        assert torch.equal(got, whole[:, i0:i1, j0:j1]), (i0, i1, j0, j1)
 
 
 def test_attn_equals_written_out_softmax():

@@ -232,7 +232,7 @@ def forward_before_windows(model: TinyLM, idx: torch.Tensor) -> torch.Tensor:
     return model.head(model.ln_f(x))
 
 
-@pytest.mark.parametrize("kw", [{"pos": s} for s in tiny_lm.SCHEMES] + [
+@pytest.mark.parametrize("kw", [{"pos": s} for s in ("none", "learned", "sin", "rope", "alibi")] + [  # the forward of before
     {"pos": "rope", "nope_every": 2}, {"pos": "alibi", "causal": False}, {"pos": "rope", "rope_p": 0.5}])
 def test_default_models_are_bit_identical_to_before(kw):
     """A model with the new fields at their defaults: the same weights and RNG use as with them spelled out,
@@ -250,7 +250,11 @@ def test_default_models_are_bit_identical_to_before(kw):
     x = ids(2, 40, seed=7)
     with torch.no_grad():
         got, before, got2 = model(x).logits, forward_before_windows(model, x), other(x).logits
-    assert torch.equal(got, before), f"{kw}: logits moved by {max_diff(got, before):.2e} against the old forward"
+    # causal ALiBi now runs as its key form folded into q.k (attn_common._sdpa_key_bias): the same softmax,
+    # rounded otherwise, so within 1e-5 rather than to the bit
+    tol = 1e-5 if kw.get("pos") == "alibi" and kw.get("causal", True) else 0.0
+    err = max_diff(got, before)
+    assert err <= tol, f"{kw}: logits moved by {err:.2e} against the old forward (allowed {tol})"
     assert torch.equal(got, got2)
 
 

@@ -1,0 +1,169 @@
+"""Bring your own scheme: a file outside the repository, one flag, every measure (schemes.py's contract).
+
+The toy is tests/schemes/toy_forget.py: a forget gate with learned parameters, an nn.Linear of its own
+init, cache state, an option (gate_bias) and no bidirectional form. conftest's quick_repo copies it
+beside the copy of the checkout and runs plugin_commands: training, perplexity, context use, retrieval,
+benchmark and breakage in quick mode, each with --scheme-file and its own output folder. The other tests
+here load it in this process and take it out again.
+"""
+import contextlib
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import row_names
+import schemes
+import tiny_lm
+import variants
+from conftest import repo_files
+from tiny_lm import CheckpointError, GPTConfig, TinyLM
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TOY = Path(__file__).resolve().parent / "schemes" / "toy_forget.py"
+KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64}
+
+
+@contextlib.contextmanager
+def toy_loaded(path: Path = TOY):
+    """The toy registered from its file inside the block only; its variants and record go with it."""
+    try:
+        assert schemes.load_files([path]) == ["toy_forget"]
+        yield schemes.get("toy_forget")
+    finally:
+        if "toy_forget" in schemes.REGISTRY:
+            schemes.unregister("toy_forget")
+        schemes.FILES.pop("toy_forget", None)
+        for name in [n for n in variants.FINETUNES if n.startswith("toy_forget")]:
+            del variants.FINETUNES[name]
+            variants.ALL_NAMES.remove(name)
+
+
+# ----------------------------------------------------------------------------- every measure, one flag
+
+def test_a_scheme_file_goes_through_every_measure(quick_repo):
+    """Each command exits 0 and writes the toy's rows into every table and figure, in its own folders; the
+    checkpoint records the file; no file of the repository changes."""
+    ran = quick_repo.ran["plugin"]
+    failed = [f"{r.cmd} exited {r.code}: {r.err[-1500:]}" for r in ran if r.code != "0"]
+    assert not failed, "\n".join(failed)
+    out = quick_repo.repo / "runs" / "plugin"
+    ck = torch.load(out / "toy_forget.pt", weights_only=True)
+    toy = quick_repo.repo.parent / "toy_forget.py"
+    assert ck["extra"]["scheme_file"] == {"path": str(toy), "sha256": hashlib.sha256(toy.read_bytes()).hexdigest()}
+    assert ck["config"]["pos_options"] == {"gate_bias": 3.0} and ck["config"]["train_len"] == 64, ck["config"]
+    res = out / "results"
+    for name in ("extrapolation", "context_use", "retrieval"):
+        rows = json.loads((res / f"{name}.json").read_text(encoding="utf-8"))["rows"]
+        assert any(r["variant"] == "toy_forget" for r in rows), f"{name}.json has no toy_forget row"
+        assert "| toy_forget |" in (res / f"{name}.md").read_text(encoding="utf-8"), f"{name}.md"
+    bench = (out / "benchmark" / "benchmark.md").read_text(encoding="utf-8")
+    for table in bench.split("\n## ")[1:]:  # forward time, memory, hooks, ratios
+        assert "| toy_forget |" in table, f"benchmark.md, section without the toy:\n{table}"
+    assert "| toy_forget | score_bias |" in bench, bench
+    breakage = (out / "breakage" / "breakage.md").read_text(encoding="utf-8")
+    assert "| causal / toy_forget |" in breakage and \
+        "- bidirectional / toy_forget: left out, the scheme is causal only" in breakage, breakage[:1500]
+    assert "| bidirectional / toy_forget |" not in breakage
+    figures = [res / f for f in ("train_curves.png", "ppl_vs_length.png", "context_use.png", "retrieval.png")]
+    figures += [out / "benchmark" / "benchmark.png", out / "breakage" / "breakage.png"]
+    assert all(f.is_file() and f.read_bytes()[:4] == b"\x89PNG" for f in figures), [str(f) for f in figures]
+    now = repo_files(quick_repo.repo)
+    changed = sorted(k for k in now.keys() | quick_repo.files.keys() if now.get(k) != quick_repo.files.get(k))
+    assert not changed, f"files of the checkout changed or appeared outside runs/: {changed}"
+
+
+# ----------------------------------------------------------------------------- the contract, in this process
+
+def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cache():
+    """TinyLM's init leaves the scheme's own Linear as its module made it (weight 0, bias = the option); the
+    optimizer decays the gate weights the entry names, not their biases; cached decoding equals a full
+    forward; the colour is a free one; an option set by name reaches build."""
+    with toy_loaded() as entry:
+        assert entry.colour in schemes.SPARE_COLOURS and entry.causal_only and entry.options == {"gate_bias": 3.0}
+        assert len({e.colour for e in schemes.REGISTRY.values()}) == len(schemes.REGISTRY), "colours clash"
+        for options, bias in ((None, 3.0), ({"gate_bias": 1.5}, 1.5)):
+            torch.manual_seed(0)
+            model = TinyLM(GPTConfig(**KW, pos="toy_forget", pos_options=options)).eval()
+            for gate in model.toy_forget.gates:
+                assert torch.equal(gate.weight, torch.zeros_like(gate.weight)), "TinyLM's init redrew the gate"
+                assert torch.equal(gate.bias, torch.full_like(gate.bias, bias)), gate.bias
+        opt = variants.make_optimizer(model, variants.TrainConfig())
+        decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+        assert all(id(g.weight) in decayed and id(g.bias) not in decayed for g in model.toy_forget.gates)
+        x = torch.randint(0, 20, (2, 30), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            for gate in model.toy_forget.gates:
+                torch.nn.init.normal_(gate.weight, 0.0, 0.5)
+            full = model(x).logits
+            out = model(x[:, :11])
+            pieces, cache = [out.logits], out.cache
+            for t in range(11, 30):
+                out = model(x[:, t:t + 1], cache=cache)
+                pieces.append(out.logits)
+                cache = out.cache
+        err = (torch.cat(pieces, dim=1) - full).abs().max().item()
+        assert err < 1e-5, f"toy_forget: cached decoding vs full forward, max logit diff {err:.2e}"
+        assert cache[0].state.shape == (2, KW["n_head"], 30), "the cache keeps the gate sums of every key"
+        with pytest.raises(ValueError, match="causal only"):
+            GPTConfig(**KW, pos="toy_forget", causal=False)
+        with pytest.raises(ValueError, match="has no option gate"):
+            GPTConfig(**KW, pos="toy_forget", pos_options={"gate": 1.0})
+        with pytest.raises(ValueError, match="is a float"):
+            GPTConfig(**KW, pos="toy_forget", pos_options={"gate_bias": "high"})
+
+
+def test_options_and_finetunes_follow_the_grammar_and_the_declaration():
+    """toy_forget{gate_bias=1.5} is a variant with that option (and its copy twin); a fine-tune without a
+    scaling is admitted for any scheme, one with a scaling only for a scheme that uses RoPE's tables."""
+    with toy_loaded():
+        assert row_names.scheme_options("toy_forget{gate_bias=1.5}") == ("toy_forget", {"gate_bias": 1.5})
+        assert variants.admit(["toy_forget{gate_bias=1.5}_copy", "toy_forget_ft_none", "nope"]) == ["nope"]
+        assert variants.VARIANTS["toy_forget{gate_bias=1.5}"] == {"pos": "toy_forget", "pos_options": {"gate_bias": 1.5}}
+        assert variants.COPY_OF["toy_forget{gate_bias=1.5}_copy"] == "toy_forget{gate_bias=1.5}"
+        assert variants.FINETUNES["toy_forget_ft_none"]["rope_scaling"] is None
+        cfg = variants.variant_config("toy_forget{gate_bias=1.5}", KW)
+        assert cfg.pos_options == {"gate_bias": 1.5}
+        with pytest.raises(ValueError, match="needs a scheme that uses RoPE's tables"):
+            variants.admit(["toy_forget_ft_yarn"])
+        assert variants.admit(["rope_ft_ntk"]) == [] and variants.scaled("rope") and not variants.scaled("toy_forget")
+    for name in ("toy_forget{gate_bias=1.5}", "toy_forget{gate_bias=1.5}_copy"):
+        assert name not in variants.VARIANTS, "the option variants left with the scheme"
+    variants.FINETUNES.pop("rope_ft_ntk")
+    variants.ALL_NAMES.remove("rope_ft_ntk")
+
+
+def test_a_checkpoint_names_its_scheme_file(tmp_path, capsys):
+    """Loaded without its --scheme-file: one line naming the flag and the file. Loaded with the file changed
+    since: it loads, with a one-line warning."""
+    toy = tmp_path / "toy_forget.py"
+    shutil.copy2(TOY, toy)
+    with toy_loaded(toy):
+        model = TinyLM(GPTConfig(**KW, pos="toy_forget"))
+        extra = {"scheme_file": dict(schemes.FILES["toy_forget"])}
+        tiny_lm.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, extra)
+    with pytest.raises(CheckpointError) as e:
+        tiny_lm.load_checkpoint(tmp_path / "t.pt")
+    assert str(e.value) == f"{tmp_path / 't.pt'} uses scheme 'toy_forget' from {toy}; pass --scheme-file {toy}"
+    toy.write_text(toy.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
+    with toy_loaded(toy):
+        capsys.readouterr()
+        tiny_lm.load_checkpoint(tmp_path / "t.pt")
+        err = capsys.readouterr().err.strip()
+    assert err.startswith(f"warning: {toy} has changed since t.pt was trained with it") and "\n" not in err, err
+
+
+def test_a_bad_scheme_file_is_one_line(tmp_path, capsys):
+    """A missing file, one that raises, one that registers nothing: one line on stderr and exit 2, before any work."""
+    (tmp_path / "raises.py").write_text("raise RuntimeError('broken on purpose')\n", encoding="utf-8")
+    (tmp_path / "empty.py").write_text("x = 1\n", encoding="utf-8")
+    for path, says in ((tmp_path / "missing.py", "does not exist"), (tmp_path / "raises.py", "broken on purpose"),
+                       (tmp_path / "empty.py", "registered no scheme")):
+        with pytest.raises(SystemExit) as e:
+            schemes.load_argv(["--scheme-file", str(path)])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and says in err and "\n" not in err, err
