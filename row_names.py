@@ -20,6 +20,11 @@ A row of a results table names what was evaluated, its parts in this order:
 Everything before the "+", " (" or " [" is the checkpoint (Row.checkpoint, the file
 <checkpoint>.pt). Attention sinks are spelled as a trained variant, a base: rope_sink, rope_sink_copy.
 
+A scheme's options (schemes.Scheme.options) are written into the base, one {option=value} each,
+in the order given: kerple{p=2}, kerple{p=2}{bias=log}_copy_ft_none (scheme_options reads them;
+values read as true/false, an int, a float, else text). No comma, so a list of names stays
+comma-separated, and no character a file name cannot hold.
+
     parse("rope_copy_ft_yarn")  -> Row(base="rope", copy=True, finetune="yarn")
     parse("rope+ntk(4s)").multiple == 4;  parse("rope+yarn@16").fixed_factor == 16.0
     row_name("rope", "yarn@16") == "rope+yarn@16";  copy_counterpart("rope+yarn") == "rope_copy+yarn"
@@ -99,6 +104,35 @@ class Row:
     def fixed_factor(self) -> Optional[float]:
         """The factor after "@" as a number; None when the factor follows the length."""
         return float(self.fixed) if self.fixed else None
+
+
+_OPTION = re.compile(r"\{(?P<key>[A-Za-z_]\w*)=(?P<value>[^{}]*)\}")
+
+
+def scheme_options(base: str) -> tuple:
+    """(scheme, {option: value}) of a base: "kerple{p=2}{bias=log}" -> ("kerple", {"p": 2, "bias": "log"});
+    "rope" -> ("rope", {}). ValueError (one line) when the braces do not read as {option=value}."""
+    scheme, brace, rest = base.partition("{")
+    options, at = {}, len(scheme)
+    for m in _OPTION.finditer(base, at):
+        if m.start() != at:
+            break
+        options[m["key"]], at = _value(m["value"]), m.end()
+    if at != len(base) or not scheme:
+        raise ValueError(f"{base!r}: options are written <scheme>{{option=value}}{{...}}")
+    return scheme, options
+
+
+def _value(text: str):
+    """An option's value as written in a name: true/false, an int, a float, else the text."""
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def scaling_parts(spec: str) -> tuple:

@@ -14,15 +14,20 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
         layer.rope is the RotaryEmbedding TinyLM built for that layer when the entry takes RoPE's
         options (TinyLM.rope_of: local and global layers may differ; None on a NoPE layer).
     prepare(m, x, offset) -> shared
-        Once per forward, x (B, T, C) the input of the first block: work every layer shares (ALiBi's
-        (H, T, Tk) bias). Its result reaches every score_bias call of that forward.
+        Once per forward, x (B, T, C) the input of the first block: work every layer shares (T5's
+        bucket table looked up once). Its result reaches every score_bias call of that forward.
     score_bias(m, x, layer, offset, shared, past) -> (bias, state)
-        Added to the scores of one layer: x (B, T, C) the layer's normalised input, queries at
-        positions offset .. offset+T-1 (the chunk this call scores: the whole window, or the new
-        tokens in cached decoding), keys 0 .. offset+T-1. bias broadcasts to (B, H, T, Tk); with a
-        causal model it holds -inf at every hidden key (attn_common.attn_sdpa's contract; a bias
-        without it raises there). past is this layer's state from the KV cache (None on the first
-        call); state is what the cache keeps for the next call.
+        The bias on the scores of one layer: x (B, T, C) the layer's normalised input, queries at
+        positions offset .. offset+T-1 (the whole window, or the new tokens in cached decoding),
+        keys 0 .. offset+T-1. bias is None, a per-key tensor (B?, H, 1, Tk) the same for every query
+        (ALiBi's key form; attn_sdpa adds the causal mask), or a function bias(a, b, s, e) -> the bias of query rows
+        a..b-1 of this call (positions offset+a ..) against keys s..e-1, broadcastable to
+        (B, H, b-a, e-s): attn_common.attn_sdpa asks for it one chunk of queries at a time, against
+        only the keys that chunk can see. With a causal model it holds -inf at every key after its
+        query (attn_common.hide_later_keys writes them; attn_sdpa raises on a bias without them).
+        So no caller ever holds a (H, T, T) bias: do per-layer work (a gate's cumulative sums)
+        here, per-chunk work inside the function. past is this layer's state from the KV cache
+        (None on the first call); state is what the cache keeps for the next call.
     extra_logits(m, q, layer) -> (B?, H, T, n) or None
         n logits per query that join the softmax beside the keys and are then dropped (their values
         are 0): the weights of the real keys sum to less than 1. attn_sdpa(extra_logits=...).
@@ -30,31 +35,48 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
 `layer` is a Layer: index, nope (a NoPE layer of nope_every), window (0: global), rope. A scheme
 decides what a NoPE layer means for it (rope: no rotation; alibi: no bias).
 
+The rest of the contract (Scheme's fields):
+  * build(cfg) -> nn.Module: cfg is the GPTConfig, cfg.train_len the length the model is trained
+    at (FIRE's threshold, xPos's scale base); cfg.pos_options the scheme's options (below).
+    The module's parameters keep the init it gives them: TinyLM's init redraws only its own Linears.
+  * decay: the names of the module's parameters that get weight decay (default none).
+  * causal_only: it has no bidirectional form (FoX's cumulative gate); GPTConfig(causal=False)
+    refuses it and breakage_test.py leaves it out of the bidirectional cells, saying so.
+  * options: {name: default}; a variant sets them in GPTConfig.pos_options, checked against the
+    defaults' types, and row_names writes them into the row name (kerple[p=2]).
+  * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
+    training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
+  * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS.
+  * Every model takes attention sinks (GPTConfig.sinks: one learned logit per head and layer, through
+    the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
+
+A scheme from outside the repository comes in with `--scheme-file PATH` on every entry script
+(load_files: the file is imported, and what it registers is recorded with the file's path and the
+SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
+
 What comes next, and the hook each would use (none needs a new branch in TinyLM.forward):
-  * T5's bucketed relative bias: prepare looks up a learned (buckets, H) table at the bucket of
-    each i - j, once per forward (T5 shares it over layers); score_bias returns it.
-  * KERPLE: score_bias, -r1 log(1 + r2 |i - j|) with r1, r2 > 0 learned per head (and layer).
-  * FIRE: score_bias, an MLP over the normalised distance psi(i - j) / psi(max(L, i)); a shared MLP
-    can run in prepare instead.
+  * T5's bucketed relative bias: score_bias looks up a learned (buckets, H) table at the bucket of
+    each i - j of the chunk.
+  * KERPLE: score_bias, -r1 log(1 + r2 |i - j|) with r1, r2 > 0 learned per head (docs/your_scheme.md).
+  * FIRE: score_bias, an MLP over the normalised distance psi(i - j) / psi(max(L, i)), per chunk.
   * xPos: rotate_qk with rope_options=True: the layer's RoPE rotation times a per-pair scale
     zeta^(m / gamma) on q and zeta^(-n / gamma) on k.
   * FoX (forgetting attention): score_bias from the layer's input: a forget gate f_t = sigmoid(w x_t
-    + b) per head, bias_ij = sum_{l=j+1..i} log f_l; the cumulative sums of the past keys are its
-    state in the cache (tests/test_schemes.py holds a toy of this kind).
-  * attention sinks (gpt-oss): extra_logits, one learned logit per head and layer.
+    + b) per head, bias_ij = sum_{l=j+1..i} log f_l, the difference of two cumulative sums; the
+    cumulative sum of the past keys is its state in the cache; causal_only.
   * DroPE (positions dropped from a trained model): an entry with no hooks, like none; RoPE has no
     weights, so a rope checkpoint loads into it as it is, and the recalibration is a fine-tune.
 
-An entry (Scheme) also says what the rest of the repository needs: the "acts on" text and the pos
-file of the extrapolation table (core LoC), whether it takes RoPE's options, a fixed colour for
-the figures (plots.py: a scheme without one gets a spare colour by a hash of its name). Importing
-a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS (base and
-copy variant of the same name), the figures, the tables, breakage_test.py, and benchmark.py if it
-was registered before benchmark.py was imported.
+Importing a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS
+(base and copy variant of the same name), the figures, the tables, breakage_test.py and benchmark.py.
 """
-from dataclasses import dataclass
+import hashlib
+import importlib.util
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
+import torch
 import torch.nn as nn
 
 from pos_alibi import ALiBi
@@ -85,8 +107,11 @@ class Scheme:
     prepare: Optional[Callable] = None
     score_bias: Optional[Callable] = None
     extra_logits: Optional[Callable] = None
-    rope_options: bool = False              # TinyLM builds RoPE tables from rope_theta, rope_p, ... for it
-    colour: Optional[str] = None            # fixed colour in every figure
+    rope_options: bool = False              # it uses RoPE's tables (rope_theta, rope_p, ..., the scalings)
+    colour: Optional[str] = None            # its colour in every figure, distinct; None: a free spare one
+    decay: tuple = ()                       # names of its module's parameters that get weight decay
+    causal_only: bool = False               # no bidirectional form: causal=False is refused
+    options: dict = field(default_factory=dict)  # {option: default}, set per variant in GPTConfig.pos_options
 
     @property
     def hooks(self) -> tuple:
@@ -103,11 +128,34 @@ REGISTRY = {}   # name -> Scheme, in registration order
 _LISTENERS = []
 
 
+# A scheme registered without a colour takes the first of these that no registered scheme has (none of
+# them is a colour plots.py gives another line); more schemes than spares must name their own.
+SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
+FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
+
+
 def register(entry: Scheme) -> Scheme:
-    """Add a scheme; its name must be new and usable as an attribute (TinyLM keeps model.<name>)."""
+    """Add a scheme; its name must be new and usable as an attribute (TinyLM keeps model.<name>), its
+    colour distinct from every registered scheme's (None: a free spare one); one-line errors."""
     if not entry.name.isidentifier() or entry.name in REGISTRY:
         raise ValueError(f"scheme name {entry.name!r} must be a Python identifier not yet registered "
                          f"(registered: {', '.join(REGISTRY)})")
+    taken = {e.colour.lower(): n for n, e in REGISTRY.items()}
+    if entry.colour is None:
+        free = [c for c in SPARE_COLOURS if c not in taken]
+        if not free:
+            raise ValueError(f"scheme {entry.name!r}: every spare colour is taken; give it colour='#rrggbb'")
+        entry = replace(entry, colour=free[0])
+    # the figures' fixed colours (plots imports no matplotlib until it draws; while plots itself is being
+    # imported, and imports this module, it has no fixed_owner yet: the built-in five need no check)
+    fixed = getattr(importlib.import_module("plots"), "fixed_owner", None)
+    owner = taken.get(entry.colour.lower()) or (fixed(entry.colour) if fixed else None)
+    if owner:
+        raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
+                         f"give it another (or colour=None for a free one)")
+    bad = [o for o, v in entry.options.items() if not o.isidentifier() or not isinstance(v, (bool, int, float, str))]
+    if bad:
+        raise ValueError(f"scheme {entry.name!r}: options {bad} need identifier names and bool/int/float/str defaults")
     REGISTRY[entry.name] = entry
     for listener in _LISTENERS:
         listener()
@@ -126,6 +174,77 @@ def on_change(listener: Callable) -> None:
     """listener() runs now and after every register/unregister: for tables derived from the registry."""
     _LISTENERS.append(listener)
     listener()
+
+
+def load_files(paths) -> list:
+    """Import each --scheme-file (a Python file that calls schemes.register) and record, for every scheme
+    it registers, the file's absolute path and the SHA-256 of its text. Returns the names registered.
+    A missing or failing file raises ValueError with one line."""
+    added = []
+    for path in paths or ():
+        path = Path(path).resolve()
+        if not path.is_file():
+            raise ValueError(f"--scheme-file {path} does not exist; give the path of a Python file that calls "
+                             f"schemes.register (docs/your_scheme.md)")
+        if any(f["path"] == str(path) for f in FILES.values()):
+            continue  # already imported in this process
+        text = path.read_bytes()
+        before = set(REGISTRY)
+        spec = importlib.util.spec_from_file_location(f"scheme_file_{path.stem}", path)
+        try:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        except Exception as e:
+            raise ValueError(f"--scheme-file {path} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                             ) from None
+        new = [n for n in REGISTRY if n not in before]
+        if not new:
+            raise ValueError(f"--scheme-file {path} registered no scheme; call schemes.register(Scheme(...)) in it")
+        for n in new:
+            FILES[n] = {"path": str(path), "sha256": hashlib.sha256(text).hexdigest()}
+        added += new
+    return added
+
+
+FILE_HELP = ("a Python file outside the repository that registers a position scheme (schemes.register); "
+             "repeatable. Its scheme and <name>_copy become variants (docs/your_scheme.md)")
+
+
+def file_flag(parser) -> None:
+    """Add --scheme-file to an entry script's parser (load_argv has already read it)."""
+    parser.add_argument("--scheme-file", action="append", default=[], metavar="PATH", help=FILE_HELP)
+
+
+def load_argv(argv) -> None:
+    """Import every --scheme-file named in argv, before the script's parser checks any scheme or variant
+    name; a bad file: one line on stderr and exit 2."""
+    import sys
+    argv = sys.argv[1:] if argv is None else list(argv)
+    paths = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--scheme-file"]
+    paths += [a.split("=", 1)[1] for a in argv if a.startswith("--scheme-file=")]
+    try:
+        load_files(paths)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def options_of(name: str, given: dict = None) -> dict:
+    """The scheme's options with the given values over its defaults; an unknown option or a value of
+    another type than its default raises ValueError with one line."""
+    entry, given = get(name), dict(given or {})
+    unknown = sorted(set(given) - set(entry.options))
+    if unknown:
+        raise ValueError(f"scheme {name!r} has no option {', '.join(unknown)}; its options: "
+                         f"{', '.join(f'{o}={v!r}' for o, v in entry.options.items()) or 'none'}")
+    out = dict(entry.options)
+    for o, v in given.items():
+        want = type(entry.options[o])
+        ok = isinstance(v, want) and not (want is not bool and isinstance(v, bool)) or (want is float and
+                                                                                     type(v) is int)
+        if not ok:
+            raise ValueError(f"option {o} of scheme {name!r} is a {want.__name__}, got {v!r}")
+        out[o] = float(v) if want is float else v
+    return out
 
 
 def names() -> tuple:
@@ -155,15 +274,18 @@ def _alibi(cfg) -> ALiBi:
     return ALiBi(cfg.n_head, symmetric=not cfg.causal, causal=cfg.causal)
 
 
-def _alibi_prepare(m: ALiBi, x, offset: int):
-    """The (H, T, Tk) bias for queries offset .. offset+T-1, built once per forward, shared by every layer."""
-    T = x.shape[1]
-    return m(T, offset + T).to(x.dtype)
-
-
 def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past) -> tuple:
-    """The shared bias, none on a NoPE layer (the causal mask stays: attn_sdpa applies it then); no cache state."""
-    return (None if layer.nope else shared), None
+    """None on a NoPE layer (attn_sdpa's own causal mask then); no cache state. Causal: the key form
+    m_h (j - Tk + 1) for keys 0..Tk-1, (H, 1, Tk): -m_h (i - j) less the constant m_h (i - Tk + 1) of each row,
+    which softmax ignores; attn_sdpa folds it into q.k in float32 (its size stays near 0 at the last keys).
+    Bidirectional: -m_h |i - j| per chunk, query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
+    if layer.nope:
+        return None, None
+    if m.causal:
+        Tk = offset + x.shape[1]
+        j = torch.arange(Tk, device=x.device, dtype=torch.float32) - (Tk - 1)  # (Tk,), <= 0
+        return (m.slopes[:, None, None] * j).to(x.dtype), None  # (H, 1, 1) * (Tk,) -> (H, 1, Tk)
+    return (lambda a, b, s, e: m.block(offset + a, offset + b, s, e).to(x.dtype)), None
 
 
 register(Scheme("none", "nothing (NoPE)", colour="#222222"))
@@ -172,5 +294,4 @@ register(Scheme("learned", "input embedding", "pos_learned.py", build=_learned,
 register(Scheme("sin", "input embedding", "pos_sin.py", build=lambda cfg: SinusoidalPositionalEncoding(cfg.n_embd),
                 input_rows=SinusoidalPositionalEncoding.forward, colour="#2ca02c"))
 register(Scheme("rope", "Q/K rotation", "pos_rope.py", rotate_qk=_rope_rotate, rope_options=True, colour="#1f77b4"))
-register(Scheme("alibi", "score bias", "pos_alibi.py", build=_alibi, prepare=_alibi_prepare, score_bias=_alibi_bias,
-                colour="#d62728"))
+register(Scheme("alibi", "score bias", "pos_alibi.py", build=_alibi, score_bias=_alibi_bias, colour="#d62728"))

@@ -33,6 +33,7 @@ import math
 import os
 import re
 import stat
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -77,6 +78,9 @@ class GPTConfig:
     n_head: int = 4
     n_embd: int = 128
     pos: str = "rope"              # one of SCHEMES
+    pos_options: dict = None       # the scheme's options (schemes.Scheme.options), defaults filled in; None: it has none
+    train_len: int = 256           # the length it is trained at: a scheme's build may read it (FIRE, xPos)
+    sinks: bool = False            # attention sinks: one learned logit per head and layer in every softmax (gpt-oss)
     max_len: int = 4096            # rows of the learned table (other schemes have no limit)
     rope_theta: float = 10000.0
     rope_pairing: str = "adjacent"  # or "half" (GPT-NeoX / Hugging Face rotate_half)
@@ -110,6 +114,9 @@ class GPTConfig:
 
     def __post_init__(self):
         scheme = schemes.get(self.pos)  # unknown: one line naming the registered schemes
+        self.pos_options = schemes.options_of(self.pos, self.pos_options) or None
+        if scheme.causal_only and not self.causal:
+            raise ValueError(f"scheme {self.pos!r} is causal only (it has no bidirectional form); keep causal=True")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         inits = {"qkv_init": ("unit", "gpt2", "torch"), "resid_init": ("scaled", "plain", "torch"),
@@ -195,6 +202,7 @@ class LayerCache(NamedTuple):
 
 class Attention(nn.Module):
     """window=w > 0: a local layer (cfg.window_kind); 0: global. No parameters depend on it."""
+    q_chunk = 256  # queries per attn_sdpa chunk when there is a bias, sinks or a window (any value: same numbers)
 
     def __init__(self, cfg: GPTConfig, window: int = 0):
         super().__init__()
@@ -202,6 +210,8 @@ class Attention(nn.Module):
         self.window, self.window_kind = window, cfg.window_kind
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
+        # attention sinks: one logit per head that joins every query's softmax over a key whose value is 0
+        self.sink = nn.Parameter(torch.zeros(cfg.n_head)) if cfg.sinks else None
 
     def split_heads(self, x):
         """x (B, T, C) -> q, k, v, each (B, H, T, D): the projection cut into heads, before RoPE."""
@@ -223,12 +233,19 @@ class Attention(nn.Module):
         if q_scale is not None:
             q = q * q_scale[:, None].to(q.dtype)  # (B, H, T, D) * (T, 1)
         bias, state = None, None
-        if scheme.score_bias is not None:  # broadcasts to (B, H, T, Tk); -inf on the hidden keys when causal
+        if scheme.score_bias is not None:  # a function of the chunk: bias(a, b, s, e) -> (B?, H, b-a, e-s)
             bias, state = scheme.score_bias(module, x, layer, offset, shared, None if kv is None else kv.state)
         extra = None if scheme.extra_logits is None else scheme.extra_logits(module, q, layer)  # (B?, H, T, n)
+        if self.sink is not None:  # (H,) -> (1, H, 1, 1): the same logit for every query of a head
+            sink = self.sink.view(1, -1, 1, 1).to(q.dtype)
+            if extra is None:
+                extra = sink
+            else:  # (B?, H, T, n) beside (1, H, 1, 1) -> (B?, H, T, n + 1)
+                lead = torch.broadcast_shapes(extra.shape[:-1], sink.shape[:-1])
+                extra = torch.cat((extra.expand(*lead, extra.shape[-1]), sink.expand(*lead, 1)), dim=-1)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
-        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window,
+        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window, q_chunk=self.q_chunk,
                       window_kind=self.window_kind, extra_logits=extra)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
         return self.out(y), LayerCache(k, v, state)
@@ -325,7 +342,9 @@ class TinyLM(nn.Module):
         weights nn.Linear drew when it was built, U(+-1/sqrt(fan_in)) for weight and bias (std
         1/sqrt(3 fan_in): 0.051 at C = 128); the others are redrawn here, in the order this model
         always drew them, so a config of the older fields gives the same weights as before."""
-        keep = set()  # the Linears that keep PyTorch's init
+        keep = set()  # the Linears that keep PyTorch's init, and every module of the scheme's (its own init)
+        if self.pos_module is not None:
+            keep |= set(self.pos_module.modules())
         if cfg.linear_init == "torch":
             keep |= {self.head, *(blk.mlp.fc for blk in self.blocks)}
         if cfg.qkv_init == "torch":
@@ -361,7 +380,7 @@ class TinyLM(nn.Module):
             x = x * math.sqrt(self.cfg.n_embd)
         if scheme.input_rows is not None and not scheme.input_before_scale:  # sinusoidal: on the scaled tokens
             x = x + scheme.input_rows(module, T, offset).to(x.dtype)  # (B, T, C) + (T, C)
-        # Work every layer shares, once per forward (ALiBi's (H, T, Tk) bias).
+        # Work every layer shares, once per forward (T5's bucket table, looked up once).
         shared = None if scheme.prepare is None else scheme.prepare(module, x, offset)
         temp = None  # Llama 4's temperature on the NoPE layers' queries, (T,), for positions offset .. offset+T-1
         if self.cfg.attn_temperature_tuning and self.nope_layers:
@@ -408,7 +427,8 @@ class TinyLM(nn.Module):
         Recorded in cfg.rope_scaling, so a fine-tuned checkpoint reloads with its scaling. Every
         RoPE layer gets it, local ones included (Gemma 3 scales only its global layers)."""
         if self.rope is None:
-            raise ValueError(f"RoPE scaling needs pos='rope', this model uses pos={self.cfg.pos!r}")
+            raise ValueError(f"RoPE scaling needs a scheme that uses RoPE's tables ({_rope_names()}); "
+                             f"this model uses pos={self.cfg.pos!r}")
         device = self.rope.inv_freq.device
         self.rope = self._rope(scaling).to(device)
         if self.global_rope is not None:
@@ -490,6 +510,12 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
     if not isinstance(ckpt, dict) or not {"config", "model", "vocab"} <= ckpt.keys():
         raise CheckpointError(f"{path} is not a tiny_lm checkpoint (missing config/model/vocab); "
                               f"delete it and rerun `{make_with}`")
+    pos, sf = ckpt["config"].get("pos"), (ckpt.get("extra") or {}).get("scheme_file")
+    if isinstance(sf, dict) and pos not in schemes.REGISTRY:
+        raise CheckpointError(f"{path} uses scheme {pos!r} from {sf.get('path')}; pass --scheme-file {sf.get('path')}")
+    if isinstance(sf, dict) and pos in schemes.FILES and schemes.FILES[pos]["sha256"] != sf.get("sha256"):
+        print(f"warning: {schemes.FILES[pos]['path']} has changed since {path.name} was trained with it "
+              f"(SHA-256 {sf.get('sha256', '?')[:12]}, now {schemes.FILES[pos]['sha256'][:12]})", file=sys.stderr)
     known = {f.name for f in fields(GPTConfig)}
     try:
         cfg = GPTConfig(**{**BEFORE_FIELD, **{k: v for k, v in ckpt["config"].items() if k in known}})
@@ -521,6 +547,25 @@ def token_losses(model: TinyLM, seqs: torch.Tensor, batch_size: int, hits: bool 
         hit.append((logits.argmax(-1) == y).cpu())                                           # (n, T)
     model.train(was_training)
     return (torch.cat(loss), torch.cat(hit)) if hits else torch.cat(loss)
+
+
+@torch.no_grad()
+def left_to_right_loss(model: TinyLM, ids: torch.Tensor, ctx: int, n_chars: int, batch_size: int = 64) -> float:
+    """Honest per-character loss (nats): character p is predicted from ids[p-ctx:p] only, by
+    the logits at the last position - what left-to-right generation sees. Scores ids[ctx:ctx+n_chars]."""
+    if ids.numel() < ctx + n_chars:
+        raise CorpusError(f"left-to-right scoring needs {ctx + n_chars} validation characters, "
+                          f"the text has {ids.numel()}")
+    device = next(model.parameters()).device
+    model.eval()
+    total = 0.0
+    for s in range(ctx, ctx + n_chars, batch_size):
+        ps = range(s, min(s + batch_size, ctx + n_chars))
+        x = torch.stack([ids[p - ctx:p] for p in ps]).to(device)   # (b, ctx): only the past
+        y = torch.tensor([int(ids[p]) for p in ps], device=device)  # (b,)
+        logits = model(x).logits[:, -1, :].float()                        # (b, ctx, V) -> last position (b, V)
+        total += F.cross_entropy(logits, y, reduction="sum").item()
+    return total / n_chars
 
 
 def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batch_size: int = 8) -> torch.Tensor:

@@ -59,6 +59,10 @@ VARIANTS.update({
     #   (base 10k, every pair turning). It differs from gemma_hybrid only in the global layer's RoPE, so
     #   what the hybrids fetch beyond the window is credited to the layout only if this fetches it too.
     "hybrid_rope": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4},
+    # Attention sinks (gpt-oss), a model option every scheme takes: one learned logit per head and layer.
+    # Declared, not trained yet.
+    "rope_sink": {"pos": "rope", "sinks": True},
+    "alibi_sink": {"pos": "alibi", "sinks": True},
 })
 # The copy family: the same models trained on the copy curriculum (copy_mixture.curriculum_windows,
 # COPY_RECIPE) for COPY_STEPS steps instead of TrainConfig.steps, so that copying pays during
@@ -106,6 +110,48 @@ def _follow_registry() -> None:
 
 
 schemes.on_change(_follow_registry)
+
+
+def admit(names) -> list:
+    """Make known the names built from registered schemes by the row-name grammar (row_names.py) that no
+    table lists: a scheme with options, kerple{p=2} (GPTConfig.pos_options), its copy twin kerple{p=2}_copy,
+    and a fine-tune of any known variant, <variant>_ft_none (or _ft) for every scheme, _ft_<scaling> for a
+    scheme that uses RoPE's tables. Returns the names that stay unknown; a name that breaks a scheme's
+    options or asks a scaling of a scheme without RoPE's tables raises ValueError with one line."""
+    unknown = []
+    for name in names:
+        if name in ALL_NAMES:
+            continue
+        try:
+            r = row_names.parse(name)
+            scheme, options = row_names.scheme_options(r.base)
+        except ValueError:
+            unknown.append(name)
+            continue
+        if r.scaling or r.switch or r.seed or r.notemp or scheme not in schemes.REGISTRY:
+            unknown.append(name)
+            continue
+        schemes.options_of(scheme, options)  # raises on an unknown option or a wrong type
+        for v in (r.base, f"{r.base}_copy"):
+            if v not in VARIANTS:
+                VARIANTS[v] = {"pos": scheme, **({"pos_options": options} if options else {})}
+                ALL_NAMES.append(v)
+        COPY_OF.setdefault(f"{r.base}_copy", r.base)
+        if r.finetune is not None and name not in FINETUNES:
+            kind = None if r.finetune in ("", "none") else r.finetune
+            if kind is not None and not schemes.get(scheme).rope_options:
+                raise ValueError(f"{name}: a fine-tune with the scaling {kind} needs a scheme that uses RoPE's "
+                                 f"tables; {scheme!r} does not (use {r.variant}_ft_none)")
+            FINETUNES[name] = _ft(r.variant, kind)
+            ALL_NAMES.append(name)
+    return unknown
+
+
+def scaled(name: str) -> bool:
+    """Does the training-free RoPE scaling apply to this checkpoint's rows? Yes for the plain variant of a scheme
+    that uses RoPE's tables (rope; a registered xPos), and its copy twin; not for the variants built on it."""
+    base = COPY_OF.get(name, name)
+    return base in schemes.REGISTRY and schemes.get(base).rope_options and VARIANTS.get(base) == {"pos": base}
 
 DEFAULT_VARIANTS = ["none", "learned", "sin", "rope", "alibi", "rope_ft_linear", "rope_ft_yarn",
                     "rope_ft_none", "alibi_ft"]
@@ -169,7 +215,8 @@ def make_optimizer(model: TinyLM, tc: TrainConfig, fused: bool = False) -> torch
     """AdamW, one learning rate for all, weight decay tc.weight_decay on the parameters tc.decay names:
     "matrices", the Linear weights only (GPT-2, nanoGPT without its embedding decay); "all", every
     parameter (Linear weights and biases, LayerNorms, the token table), as `AdamW(model.parameters())`
-    does. Under either rule the position scheme's own parameters (the learned table) get none, so
+    does. Under either rule the position scheme's own parameters (the learned table) get none unless its
+    registry entry names them in Scheme.decay, so
     rows a batch never touches stay exactly at their initial values - the "untrained rows" of the
     learned table are then truly untrained.
 
@@ -179,7 +226,9 @@ def make_optimizer(model: TinyLM, tc: TrainConfig, fused: bool = False) -> torch
     one-kernel AdamW (the same update, faster on CUDA)."""
     if tc.decay not in DECAY_RULES:
         raise ValueError(f"decay must be one of {', '.join(DECAY_RULES)}; got {tc.decay!r}")
-    own = set() if model.pos_module is None else {id(p) for p in model.pos_module.parameters()}
+    # the scheme's own parameters decay only where its entry names them (schemes.Scheme.decay)
+    named = {} if model.pos_module is None else dict(model.pos_module.named_parameters())
+    own = {id(p) for n, p in named.items() if n not in model.scheme.decay}
     decay = [p for n, p in model.named_parameters() if id(p) not in own
              and (tc.decay == "all" or (p.dim() == 2 and not n.startswith("tok_emb.")))]
     ids = {id(p) for p in decay}
@@ -296,6 +345,8 @@ def real_run_mismatch(name: str, ckpt: dict) -> list:
     if name not in ALL_NAMES:
         return [f"variant {name!r} is not in the registry"]
     extra = ckpt.get("extra") or {}
+    if extra.get("scheme_file"):  # results/ holds only what the repository's own code trains
+        return [f"scheme from --scheme-file {extra['scheme_file'].get('path')} (not in the repository)"]
     if extra.get("variant") != name:
         return [f"variant={extra.get('variant')!r} (real run: {name!r})"]
     if not isinstance(extra.get("train_config"), dict):

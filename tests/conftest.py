@@ -24,6 +24,12 @@ if str(ROOT) not in sys.path:
 torch.cos(torch.zeros(8))
 torch.sin(torch.zeros(8))
 
+# EXTRA_SCHEME_FILE=tests/schemes/toy_forget.py python -m pytest ...: the suite with a sixth scheme registered
+# before collection, so every test that runs over the registry runs over it too (tests/README.md).
+if os.environ.get("EXTRA_SCHEME_FILE"):
+    import schemes
+    schemes.load_files(os.environ["EXTRA_SCHEME_FILE"].split(os.pathsep))
+
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")  # the subprocesses: tiny tensors, one thread
 if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one core per worker
     torch.set_num_threads(1)
@@ -114,6 +120,12 @@ def tree_hashes(root: Path, paths=WATCHED) -> dict:
             if f.is_file():
                 out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
     return out
+
+
+def repo_files(repo: Path) -> dict:
+    """{path: sha256} of every file of a checkout but runs/ and __pycache__: what no command may change."""
+    return {str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(repo.rglob("*"))
+            if f.is_file() and f.relative_to(repo).parts[0] != "runs" and "__pycache__" not in f.parts}
 
 
 def copy_checkout(dst: Path) -> None:
@@ -248,6 +260,22 @@ REFUSED = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL, "-
            ["visualize_rope.py", "--only", "4", "--factor", "4", "--out", "results"]]
 
 
+# A scheme from outside the repository (tests/schemes/toy_forget.py, copied beside the copy of the checkout)
+# through every measure with --scheme-file, into runs/plugin: read by tests/test_scheme_file.py. Last, so that
+# the scheme it registers in the one interpreter meets no other command.
+def plugin_commands(scheme_file: Path) -> list:
+    f, out = ["--scheme-file", str(scheme_file)], "runs/plugin"
+    return [["!train_compare.py", "--quick", *f, "--variants", "toy_forget", "--out", out, "--results", f"{out}/results"],
+            ["extrapolation_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", "toy_forget", "--results",
+             f"{out}/results", "--scalings", ""],
+            ["long_context_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", "toy_forget", "--results",
+             f"{out}/results"],
+            ["benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", "rope,toy_forget",
+             "--results", f"{out}/benchmark"],
+            ["breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", "none,toy_forget",
+             "--lm-pos", "toy_forget", "--out", f"{out}/breakage"]]
+
+
 @dataclass
 class QuickRepo:
     repo: Path     # the copy of the checkout the chain ran in
@@ -255,8 +283,9 @@ class QuickRepo:
     res: Path      # runs/quick/results as the chain left it, before NOT_REAL wrote there too
     before: dict   # tree_hashes of results/, README.md and docs/ before anything ran
     start: str     # the digest of results/, README.md and docs/ before anything ran
-    ran: dict      # {"chain" | "independent" | "not_real" | "refused": [Ran, ...]}
+    ran: dict      # {"chain" | "independent" | "not_real" | "refused" | "plugin": [Ran, ...]}
     secs: float
+    files: dict    # repo_files of the copy before anything ran
 
 
 @pytest.fixture(scope="session")
@@ -267,17 +296,19 @@ def quick_repo(tmp_path_factory) -> QuickRepo:
     top = tmp_path_factory.mktemp("quick")
     repo = top / "repo"
     copy_checkout(repo)
-    before = tree_hashes(repo)
+    before, files = tree_hashes(repo), repo_files(repo)
     t0 = time.perf_counter()
     snapshot = [["@copy", "runs/quick/results", str(top / "quick_results")]]
+    shutil.copy2(ROOT / "tests" / "schemes" / "toy_forget.py", top / "toy_forget.py")  # outside the checkout
+    plugin = plugin_commands(top / "toy_forget.py")
     phases = {"start": [["@digest"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot,
-              "not_real": NOT_REAL, "refused": REFUSED}
+              "not_real": NOT_REAL, "refused": REFUSED, "plugin": plugin}
     ran = run_in_one(repo, phases)
     it = iter(ran)
     by_phase = {p: [next(it) for _ in cs] for p, cs in phases.items()}
     start = by_phase.pop("start")[0].digest
     return QuickRepo(repo, repo / "runs/quick", top / "quick_results", before, start, by_phase,
-                     time.perf_counter() - t0)
+                     time.perf_counter() - t0, files)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 import extrapolation_test
 import schemes
+from attn_common import hide_later_keys
 import tiny_lm
 import train_compare
 import variants
@@ -128,21 +129,26 @@ def test_hooks_give_the_numbers_of_the_model_before_them(name):
 
 def test_state_dict_keys_are_the_ones_checkpoints_hold():
     """Every variant's state_dict keys, in order, as the model always named them (load_checkpoint and
-    make_optimizer's "learned." rely on them): the learned table at learned.table.weight, RoPE and ALiBi none."""
+    make_optimizer rely on them): the scheme's module under its name (learned.table.weight; RoPE and ALiBi
+    hold none), then the blocks, a sink logit per layer where the variant has sinks."""
     block = ["ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "attn.qkv.weight", "attn.out.weight",
              "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias"]
     for name in variants.VARIANTS:
         cfg = variants.variant_config(name, KW)
-        want = ["tok_emb.weight"] + (["learned.table.weight"] if cfg.pos == "learned" else []) + \
-            [f"blocks.{i}.{k}" for i in range(KW["n_layer"]) for k in block] + ["ln_f.weight", "ln_f.bias", "head.weight"]
+        entry = schemes.get(cfg.pos)
+        own = [] if entry.build is None else [f"{cfg.pos}.{k}" for k in entry.build(cfg).state_dict()]
+        keys = block[:4] + ["attn.sink"] * cfg.sinks + block[4:]
+        want = ["tok_emb.weight"] + own + [f"blocks.{i}.{k}" for i in range(KW["n_layer"]) for k in keys] + \
+            ["ln_f.weight", "ln_f.bias", "head.weight"]
         got = list(TinyLM(cfg).state_dict())
         assert got == want, f"{name}: state_dict keys {sorted(set(got) ^ set(want)) or 'in another order'}"
+    assert list(TinyLM(variants.variant_config("learned", KW)).state_dict())[1] == "learned.table.weight"
 
 
 def test_the_five_entries_say_what_they_do():
     """Which hooks each built-in scheme implements, and what the tables read from its entry."""
     want = {"none": (), "learned": ("input_rows",), "sin": ("input_rows",), "rope": ("rotate_qk",),
-            "alibi": ("prepare", "score_bias")}
+            "alibi": ("score_bias",)}
     assert {n: schemes.get(n).hooks for n in want} == want
     assert schemes.names()[:5] == tuple(want), "the five come first, in the order of every table"
     assert [schemes.get(n).input_before_scale for n in ("learned", "sin")] == [True, False]
@@ -158,14 +164,14 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
     and nope_every ask the entry what it does, so a new scheme that takes them passes the same checks."""
     with pytest.raises(ValueError) as e:
         GPTConfig(pos="xpos")
-    assert str(e.value) == "unknown position scheme 'xpos'; choose one of none, learned, sin, rope, alibi", e.value
+    assert str(e.value) == f"unknown position scheme 'xpos'; choose one of {', '.join(schemes.names())}", e.value
     with pytest.raises(ValueError, match="must be a Python identifier not yet registered"):
         schemes.register(Scheme("rope", "again"))
     with registered(Scheme("toy_turn", "Q/K rotation", rotate_qk=scaled_rotation, rope_options=True)):
         GPTConfig(**{**KW, "pos": "toy_turn", "partial_rotary_factor": 0.5, "nope_every": 2})
         GPTConfig(**{**KW, **variants.VARIANTS["gemma_hybrid"], "pos": "toy_turn"})
         for bad, msg in (({"pos": "alibi", "rope_p": 0.5}, "use pos='rope' or 'toy_turn'"),
-                         ({"pos": "sin", "nope_every": 2}, r"inside attention \(rope, alibi, toy_turn\)")):
+                         ({"pos": "sin", "nope_every": 2}, r"inside attention \(rope, alibi, (\w+, )*toy_turn\)")):
             with pytest.raises(ValueError, match=msg) as e:
                 GPTConfig(**{**KW, **bad})
             assert "\n" not in str(e.value)
@@ -178,7 +184,7 @@ class ForgetGates(nn.Module):
     """A toy FoX (Lin et al. 2025, "Forgetting Transformer"): per layer and head a forget gate
     f_t = sigmoid(w . x_t + b) from the layer's input, and the score bias
         bias_ij = sum_{l=j+1..i} log f_l = c_i - c_j,   c_i = sum_{l<=i} log f_l,
-    -inf at the hidden keys. The cache keeps c of every key so far."""
+    per chunk of queries, -inf at the hidden keys. The cache keeps c of every key so far."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -189,13 +195,15 @@ class ForgetGates(nn.Module):
         if past is not None:  # the new keys continue the sums of the cached ones
             c = c + past[..., -1:]
         keys = c if past is None else torch.cat((past, c), dim=-1)  # (B, H, Tk)
-        T, Tk = c.shape[-1], keys.shape[-1]
-        bias = c[..., :, None] - keys[..., None, :]  # (B, H, T, 1) - (B, H, 1, Tk) -> (B, H, T, Tk)
-        hidden = torch.arange(Tk)[None, :] > torch.arange(Tk - T, Tk)[:, None]  # (T, Tk): key after query
-        return bias.masked_fill(hidden, float("-inf")), keys
+        first = keys.shape[-1] - c.shape[-1]  # the position of this call's first query
+
+        def rows(a, b, s, e):  # rows a..b-1 against keys s..e-1: (B, H, b-a, 1) - (B, H, 1, e-s) -> (B, H, b-a, e-s)
+            return hide_later_keys(c[..., a:b, None] - keys[..., None, s:e], first + a, s)
+        return rows, keys
 
 
-FORGET = Scheme("toy_forget", "score bias from the input", build=ForgetGates, score_bias=ForgetGates.score_bias)
+FORGET = Scheme("toy_fox", "score bias from the input", build=ForgetGates, score_bias=ForgetGates.score_bias,
+                causal_only=True)
 
 
 def test_forget_gate_bias_from_the_input_with_cache_state():
@@ -205,17 +213,17 @@ def test_forget_gate_bias_from_the_input_with_cache_state():
     with registered(FORGET):
         torch.manual_seed(0)
         alibi = TinyLM(GPTConfig(**{**KW, "pos": "alibi"})).eval()
-        toy = TinyLM(GPTConfig(**{**KW, "pos": "toy_forget"})).eval()
+        toy = TinyLM(GPTConfig(**{**KW, "pos": "toy_fox"})).eval()
         assert toy.load_state_dict(alibi.state_dict(), strict=False).unexpected_keys == []
         m = alibi.alibi.slopes  # (H,)
         with torch.no_grad():
-            for gate in toy.toy_forget.gates:
+            for gate in toy.toy_fox.gates:
                 gate.weight.zero_()
                 gate.bias.copy_(-torch.log(torch.expm1(m)))  # sigmoid(b) = e^-m, log f = -m
             x = ids(2, 40, seed=2)
             err = max_diff(toy(x).logits, alibi(x).logits)
             assert err < 1e-5, f"constant forget gates vs ALiBi with the same slopes: max logit diff {err:.2e}"
-            for gate in toy.toy_forget.gates:
+            for gate in toy.toy_fox.gates:
                 nn.init.normal_(gate.weight, 0.0, 0.5)
             full = toy(x).logits
             cached, cache = cached_logits(toy, x, 17)
@@ -224,7 +232,7 @@ def test_forget_gate_bias_from_the_input_with_cache_state():
             assert err < 1e-5, f"forget gates: cached decoding vs full forward, max logit diff {err:.2e}"
         toy.train()
         toy(x[:, :-1], x[:, 1:]).loss.backward()
-        assert toy.toy_forget.gates[0].weight.grad.abs().sum() > 0, "no gradient reached the forget gates"
+        assert toy.toy_fox.gates[0].weight.grad.abs().sum() > 0, "no gradient reached the forget gates"
 
 
 class Sinks(nn.Module):
@@ -260,6 +268,32 @@ def test_sink_logits_join_the_softmax():
         toy.train()
         toy(x[:, :-1], x[:, 1:]).loss.backward()
         assert (toy.toy_sinks.logit.grad != 0).all(), "every layer's and head's sink should get a gradient"
+
+
+@pytest.mark.parametrize("sixth", [False, True], ids=["registry", "registry+toy_fox"])
+def test_chunked_equals_whole_for_every_registered_scheme(sixth):
+    """Every registered scheme, with and without attention sinks (causal; bidirectional too unless causal only):
+    the logits with the queries in chunks of 7 equal those with all 40 in one chunk, and cached decoding equals
+    the full forward. Run once over the registry as it is and once with a sixth scheme registered."""
+    with registered(FORGET) if sixth else contextlib.nullcontext():
+        for name in schemes.names():
+            for causal, sinks in ((True, False), (True, True), (False, False)):
+                if not causal and schemes.get(name).causal_only:
+                    continue
+                torch.manual_seed(0)
+                model = TinyLM(GPTConfig(**{**KW, "pos": name, "causal": causal, "sinks": sinks})).eval()
+                x, case = ids(2, 40, seed=5), f"{name} causal={causal} sinks={sinks}"
+                with torch.no_grad():
+                    for blk in model.blocks if sinks else ():
+                        blk.attn.sink.normal_(0.0, 2.0)
+                    whole = model(x).logits  # q_chunk 256: one chunk
+                    for blk in model.blocks:
+                        blk.attn.q_chunk = 7
+                    err = max_diff(model(x).logits, whole)
+                    assert err < 1e-5, f"{case}: chunks of 7 vs one chunk, max logit diff {err:.2e}"
+                    if causal:
+                        err = max_diff(cached_logits(model, x, 17)[0], whole)
+                        assert err < 1e-5, f"{case}: cached decoding vs full forward, max logit diff {err:.2e}"
 
 
 CALLS = []
@@ -301,6 +335,7 @@ import torch
 import torch.nn as nn
 
 import schemes
+from attn_common import hide_later_keys
 
 
 class LearnedSlopes(nn.Module):
@@ -309,20 +344,22 @@ class LearnedSlopes(nn.Module):
         self.causal = cfg.causal
         self.log_slope = nn.Parameter(torch.linspace(-1.0, -4.0, cfg.n_head))  # (H,)
 
-    def prepare(self, x, offset):
-        """-m_h |i - j| for queries offset .. offset+T-1 and keys 0 .. offset+T-1, -inf after the query if causal."""
-        T = x.shape[1]
-        i = torch.arange(offset, offset + T, device=x.device)[:, None]  # (T, 1)
-        j = torch.arange(offset + T, device=x.device)[None, :]          # (1, Tk)
-        bias = -self.log_slope.exp()[:, None, None] * (i - j).abs()     # (H, 1, 1) * (T, Tk) -> (H, T, Tk)
-        return bias.masked_fill(j > i, float("-inf")) if self.causal else bias
-
     def score_bias(self, x, layer, offset, shared, past):
-        return (None if layer.nope else shared), None
+        """-m_h |i - j| for query rows a..b-1 (positions offset+a ..) against keys s..e-1, asked per chunk."""
+        if layer.nope:
+            return None, None
+        m = self.log_slope.exp()[:, None, None]  # (H, 1, 1)
+
+        def rows(a, b, s, e):
+            i = torch.arange(offset + a, offset + b, device=x.device)[:, None]  # (b-a, 1)
+            j = torch.arange(s, e, device=x.device)[None, :]                    # (1, e-s)
+            bias = -m * (i - j).abs()                                           # (H, b-a, e-s)
+            return hide_later_keys(bias, offset + a, s) if self.causal else bias
+        return rows, None
 
 
 schemes.register(schemes.Scheme("toy_slopes", "score bias, learned slopes", __file__, build=LearnedSlopes,
-                                prepare=LearnedSlopes.prepare, score_bias=LearnedSlopes.score_bias))
+                                score_bias=LearnedSlopes.score_bias))
 '''
 
 
