@@ -1,21 +1,18 @@
-"""Speed and memory of the five position schemes, measured (after section 4.2
-性能对比实验 of a related article, "从RoPE到ALiBi：手把手带你用PyTorch复现三种主流位置编码"; the
-tutorial has no benchmark).
+"""Speed and memory of the position schemes, measured (after section 4.2 性能对比实验 of a related
+article, "从RoPE到ALiBi：手把手带你用PyTorch复现三种主流位置编码"; the tutorial has no benchmark).
 
-Per scheme and length T, batch 1, torch.no_grad, median of --repeats runs after --warmup,
-the schemes interleaved within every repetition so that a slow moment hits them all alike:
-  * forward time of the whole tiny LM;
-  * peak memory of the whole-LM forward (one plain subprocess per scheme, lengths increasing:
-    CUDA max_memory_allocated, CPU peak resident set ru_maxrss, above the baseline), beside the
-    bytes the scheme builds for T positions (ALiBi's bias H x T x T, RoPE's cos/sin 2 x T x D/2).
-Two ratios, measured side by side in this process: training tokens/s of each scheme over a
-reference TinyLM(pos="none") (one F.scaled_dot_product_attention(is_causal=True) per layer);
-ALiBi over RoPE time of tiny_lm.window_losses at the longest length. That the fast ALiBi
-path keeps the formula's numbers is tests/test_pos_alibi.py's job, not this script's. Writes
-<results>/benchmark.md and benchmark.png (atomically) and prints the tables.
-
-Where this differs from that article's run_benchmark: medians after a warm-up instead of one
-cold call, the peak-memory counter reset for every case, and memory measured on CPU too.
+Every registered scheme (a --scheme-file's too), batch 1, torch.no_grad, medians of --repeats runs
+after --warmup, the schemes interleaved within every repetition so that a slow moment hits them alike:
+  * forward time of the whole tiny LM, and its peak memory above the baseline (one plain subprocess
+    per scheme, lengths increasing: CUDA max_memory_allocated, CPU peak resident set ru_maxrss);
+  * every hook the scheme has (schemes.py) for one layer at the longest length: time and bytes
+    returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
+  * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
+    length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
+Writes <results>/benchmark.md and .png (atomically) and prints the tables; with a --scheme-file,
+runs/custom/benchmark/ (results/ holds ours only). That the fast paths keep the formulas' numbers is
+the tests' job. Unlike that article's run_benchmark: medians after a warm-up instead of one cold call,
+the peak-memory counter reset for every case, memory measured on CPU too.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/
     python benchmark.py --quick        # tiny sizes in seconds, a smoke test: runs/quick/benchmark/
@@ -34,9 +31,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
-from eval_common import check_writable, json_to_redraw
+from eval_common import check_writable, custom_out, json_to_redraw
 from variants import run_dirs
 
 MiB = 2 ** 20
@@ -114,27 +112,48 @@ def forward_times(cfg: BenchConfig, device, bar) -> dict:
 
 # ----------------------------------------------------------------------------- memory
 
-def encoding_bytes(model: TinyLM, scheme: str, T: int) -> int:
-    """Bytes of the table or bias the scheme builds for T positions, from the tensors themselves: what its
-    input_rows and prepare hooks return, and the cos/sin tables of a scheme that takes RoPE's options."""
-    entry, module, x = model.scheme, model.pos_module, torch.zeros(1, T, model.cfg.n_embd)
+def _bytes(out) -> int:
+    """Bytes of the tensors a hook returned (a tensor, a tuple of them, or None)."""
+    return sum(t.numel() * t.element_size() for t in (out if isinstance(out, tuple) else [out]) if torch.is_tensor(t))
+
+
+def _chunks(bias, T: int, chunk: int = 256):
+    """Every chunk attn_sdpa asks of a score_bias function for T causal queries, built; returns the largest."""
+    if not callable(bias):
+        return bias
+    return max((bias(a, min(a + chunk, T), 0, min(a + chunk, T)) for a in range(0, T, chunk)), key=torch.numel)
+
+
+def hook_costs(cfg: BenchConfig, device, bar) -> dict:
+    """(scheme, hook) -> (median seconds of one call, bytes returned): each hook a scheme has, for layer 0 at the
+    longest length, and the RoPE tables of a scheme that uses them."""
+    T, cases = max(cfg.lengths), {}
+    for s in cfg.schemes:
+        model = make_lm(cfg, s).to(device).eval()
+        e, m, (H, D) = model.scheme, model.pos_module, (cfg.n_head, cfg.n_embd // cfg.n_head)
+        x, q = torch.randn(1, T, cfg.n_embd, device=device), torch.randn(1, H, T, D, device=device)
+        layer = schemes.Layer(0, False, model.blocks[0].attn.window, model.rope_of(0))
+        shared = None if e.prepare is None else e.prepare(m, x, 0)
+        calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
+                 "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),
+                 "prepare": lambda e=e, m=m, x=x: e.prepare(m, x, 0),
+                 "score_bias": lambda e=e, m=m, x=x, ly=layer, sh=shared: _chunks(e.score_bias(m, x, ly, 0, sh, None)[0], T),
+                 "extra_logits": lambda e=e, m=m, q=q, ly=layer: e.extra_logits(m, q, ly),
+                 "RoPE tables": lambda model=model: model.rope.cos_sin(T)}
+        cases.update({(s, h): calls[h] for h in [*e.hooks, *(["RoPE tables"] if model.rope is not None else [])]})
     with torch.no_grad():
-        built = [] if entry.input_rows is None else [entry.input_rows(module, T, 0)]
-        built += [] if entry.prepare is None else [entry.prepare(module, x, 0)]
-        built += [] if model.rope is None else list(model.rope.cos_sin(T))
-    return sum(t.numel() * t.element_size() for t in built)
+        made = {case: _bytes(call()) for case, call in cases.items()}
+        times = interleaved(cases, cfg.repeats, cfg.warmup, device, bar)
+    return {case: (times[case], made[case]) for case in cases}
 
 
 def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
-    """{"forward T": bytes, "eval": bytes (rope, alibi)}: peak memory above the baseline. On CPU
+    """{"forward T": bytes, "eval": bytes}: peak memory above the baseline. On CPU
     ru_maxrss is this process's high-water mark: run it in a fresh process, lengths increasing."""
-    device = torch.device(device)
-    model = make_lm(cfg, scheme).to(device).eval()
-    Te = max(cfg.lengths)
-    ids = random_ids(cfg, cfg.eval_windows * Te + 1)
+    device, Te = torch.device(device), max(cfg.lengths)
+    model, ids = make_lm(cfg, scheme).to(device).eval(), random_ids(cfg, cfg.eval_windows * max(cfg.lengths) + 1)
     runs = {f"forward {T}": lambda T=T: model(ids[:T].view(1, T).to(device)) for T in sorted(cfg.lengths)}
-    if scheme in ("rope", "alibi"):
-        runs["eval"] = lambda: tiny_lm.window_losses(model, ids, Te, cfg.eval_windows)
+    runs["eval"] = lambda: tiny_lm.window_losses(model, ids, Te, cfg.eval_windows)
     cuda, out = device.type == "cuda", {}
     if not cuda:
         import resource
@@ -154,11 +173,12 @@ def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
 
 def peak_memory(cfg: BenchConfig, device, bar) -> dict:
     """(scheme, "forward T" | "eval") -> bytes, each scheme in a fresh plain subprocess."""
-    code = ("import sys, json, benchmark as b; c = b.BenchConfig(**json.loads(sys.argv[1])); b.torch.set_num_threads"
-            "(c.threads); print(json.dumps(b.scheme_memory(c, sys.argv[2], sys.argv[3])))")
-    out = {}
+    code = ("import sys, json, benchmark as b; b.schemes.load_files(json.loads(sys.argv[4])); c = b.BenchConfig("
+            "**json.loads(sys.argv[1])); b.torch.set_num_threads(c.threads); print(json.dumps(b.scheme_memory(c, "
+            "sys.argv[2], sys.argv[3])))")  # the --scheme-files too: their schemes are measured like ours
+    out, files = {}, json.dumps(sorted({f["path"] for f in schemes.FILES.values()}))
     for s in cfg.schemes:
-        r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s, str(device)],
+        r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s, str(device), files],
                            cwd=Path(__file__).resolve().parent, capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"memory subprocess for {s} failed:\n{r.stderr[-2000:]}")
@@ -192,10 +212,9 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
 
 
 def eval_times(cfg: BenchConfig, device, bar) -> dict:
-    """ALiBi and RoPE window_losses at max(lengths), side by side: median seconds of each."""
-    T, n = max(cfg.lengths), cfg.eval_windows
+    """Every scheme's window_losses at max(lengths), side by side: median seconds of each."""
+    T, n, models = max(cfg.lengths), cfg.eval_windows, {s: make_lm(cfg, s).to(device) for s in cfg.schemes}
     ids = random_ids(cfg, n * T + 1)
-    models = {s: make_lm(cfg, s).to(device) for s in ("rope", "alibi")}
     cases = {s: (lambda m=m: tiny_lm.window_losses(m, ids, T, n)) for s, m in models.items()}
     return interleaved(cases, cfg.eval_repeats, cfg.warmup, device, bar)
 
@@ -217,14 +236,10 @@ def md_section(cfg, title: str, note: str, cell) -> list:
     return lines + ["| " + " | ".join([s] + [cell(s, T) for T in cfg.lengths]) + " |" for s in cfg.schemes]
 
 
-def build_report(cfg, machine: str, device_type: str, times, memory, built, tok_s, ev, argv) -> str:
+def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_s, ev, argv) -> str:
     ms = lambda sec: f"{sec * 1e3:,.1f}" if sec >= 0.01 else f"{sec * 1e3:.2f}"
     Te, ref = max(cfg.lengths), tok_s["reference"]
-
-    def mem_cell(s, T):
-        measured = f"{memory[(s, f'forward {T}')] / MiB:,.1f}" if memory else "-"
-        return f"{measured} ({built[(s, T)] / MiB:,.2f})"
-
+    mem = lambda s, what: f"{memory[(s, what)] / MiB:,.1f}" if memory else "-"
     how = ("not measured (--no-memory, or no peak-memory counter on this device)" if not memory else
            "torch.cuda.max_memory_allocated minus memory_allocated before" if device_type == "cuda" else
            "one subprocess per scheme runs the lengths in increasing order; its peak resident set (ru_maxrss) "
@@ -236,33 +251,35 @@ def build_report(cfg, machine: str, device_type: str, times, memory, built, tok_
            f"warm-up, the schemes interleaved within every repetition.",
            f"Command: `{' '.join(['python benchmark.py'] + argv)}`."]
     out += md_section(cfg, "Forward time of the whole tiny LM (ms)", None, lambda s, T: ms(times[(s, T)]))
-    out += md_section(
-        cfg, "Peak memory of the whole-LM forward (MiB above the baseline; in brackets, MiB the encoding builds)",
-        f"Measured: {how}. Built: the float32 table or bias the scheme makes for T positions, from the "
-        "tensors themselves: learned and sin T x C, rope cos and sin 2 x T x D/2, alibi H x T x T.", mem_cell)
-    out += ["", "## Ratios", "",
-            "Training throughput ratio vs the SDPA reference (tokens/s of the scheme / of the reference; "
+    out += md_section(cfg, "Peak memory of the whole-LM forward (MiB above the baseline)", f"Measured: {how}.",
+                      lambda s, T: mem(s, f"forward {T}"))
+    out += ["", f"## The hooks, one layer at T={Te}", "",
+            "Each hook a scheme has (schemes.py), called for layer 0: median ms of one call and MiB of what it "
+            "returns. score_bias: every chunk of 256 queries attn_sdpa asks of it, built, and the largest chunk's "
+            "MiB (a per-key tensor: itself). RoPE tables: the cos/sin a scheme that uses them builds.", "",
+            "| scheme | hook | ms | MiB |", "|---|---|---:|---:|"]
+    out += [f"| {s} | {h} | {ms(sec)} | {b / MiB:,.3f} |" for (s, h), (sec, b) in hooks.items()]
+    out += ["", f"## Ratios to RoPE at T={Te}", "",
+            f"Forward: time and peak memory of the forward above. Evaluation: tiny_lm.window_losses over "
+            f"{cfg.eval_windows} windows of {Te}, median of {cfg.eval_repeats}, and its peak memory above the "
+            f"baseline (MiB in the last column).", "",
+            "| scheme | forward time | forward memory | evaluation time | evaluation memory | evaluation MiB |",
+            "|---|---:|---:|---:|---:|---:|"]
+    ratio = lambda d, s, key: f"{d[(s, key)] / d[('rope', key)]:.2f}" if d and d[("rope", key)] > 0 else "-"
+    for s in cfg.schemes:
+        out.append(f"| {s} | {times[(s, Te)] / times[('rope', Te)]:.2f} | {ratio(memory, s, f'forward {Te}')} | "
+                   f"{ev[s] / ev['rope']:.2f} | {ratio(memory, s, 'eval')} | {mem(s, 'eval')} |")
+    out += ["", "Training throughput ratio vs the SDPA reference (tokens/s of the scheme / of the reference; "
             f"T={cfg.train_len}, batch {cfg.train_batch}, median of {cfg.train_repeats} x {cfg.train_steps} steps): "
             + ", ".join(f"{s} {tok_s[s] / ref:.3f}" for s in cfg.schemes)
             + ". Reference: a second TinyLM(pos=\"none\"), whose attention is one "
-              f"F.scaled_dot_product_attention(is_causal=True) per layer, {ref:,.0f} tokens/s.",
-            "",
-            f"ALiBi / RoPE evaluation time ratio at T={Te} (tiny_lm.window_losses, {cfg.eval_windows} windows, "
-            f"median of {cfg.eval_repeats}): {ev['alibi'] / ev['rope']:.3f} "
-            f"(alibi {ev['alibi']:.3f} s, rope {ev['rope']:.3f} s)."]
-    if memory and ("alibi", "eval") in memory:
-        out += ["", f"Peak memory of that evaluation ({cfg.eval_windows} windows of {Te}, above the baseline): "
-                + ", ".join(f"{s} {memory[(s, 'eval')] / MiB:,.1f} MiB" for s in ("rope", "alibi")) + "."]
+              f"F.scaled_dot_product_attention(is_causal=True) per layer, {ref:,.0f} tokens/s."]
     return "\n".join(out) + "\n"
 
 
 def plot(cfg, times, memory, path: Path, device_type: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import plots
-
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (ax_t, ax_m) = plots._plt().subplots(1, 2, figsize=(11, 4.5))
     L = list(cfg.lengths)
     for s in cfg.schemes:  # each scheme in its colour of the shared rule (plots.style)
         ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], label=s, **plots.style(s))
@@ -272,24 +289,23 @@ def plot(cfg, times, memory, path: Path, device_type: str) -> None:
     ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
              ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device_type == "cuda" else "ru_maxrss)"))
     for ax in (ax_t, ax_m):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(L, [str(T) for T in L])
+        plots._log2_x(ax, L)
         ax.set_xlabel("sequence length T")
         ax.grid(alpha=0.3, which="both")
         if ax.has_data():
             ax.legend(fontsize=8)
     fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device_type}")
     fig.tight_layout()
-    plots.check_distinct(fig)
-    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
-    plt.close(fig)
+    plots._save(fig, path)
 
 
 # ----------------------------------------------------------------------------- CLI
 
 def parse_args(argv=None) -> BenchConfig:
     """BenchConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
+    schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
 
     def flag(field: str, text: str, type=int):  # --field-name, None when not given
@@ -298,14 +314,14 @@ def parse_args(argv=None) -> BenchConfig:
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
     flag("lengths", "comma-separated sequence lengths", type=lambda v: tuple(int(t) for t in v.split(",")))
     flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
-    flag("repeats", "timed forward runs per case (median)")
-    flag("warmup", "untimed runs before the timed ones")
-    flag("train_steps", "optimizer steps per timed training repetition")
-    flag("train_repeats", "timed repetitions of the training comparison (median)")
-    flag("eval_windows", "windows of the longest length in the ALiBi / RoPE evaluation")
-    flag("eval_repeats", "timed repetitions of that evaluation (median)")
+    for field, text in (("repeats", "timed forward runs per case (median)"), ("warmup", "untimed runs first"),
+                        ("train_steps", "optimizer steps per timed training repetition"),
+                        ("train_repeats", "timed repetitions of the training comparison (median)"),
+                        ("eval_windows", "windows of the longest length in the evaluation"),
+                        ("eval_repeats", "timed repetitions of that evaluation (median)"),
+                        ("threads", "torch intra-op threads (0: torch's default)")):
+        flag(field, text)
     flag("device", "auto (cuda, then cpu), or a torch device name", type=str)
-    flag("threads", "torch intra-op threads (0: torch's default)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/, "
                                               "or runs/quick/benchmark/ with --quick)")
@@ -313,11 +329,16 @@ def parse_args(argv=None) -> BenchConfig:
     p.add_argument("--redraw", action="store_true", help="measure nothing: rebuild benchmark.md and .png in "
                                                          "--results from its benchmark.json")
     a = p.parse_args(argv)
-    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw")}
+    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw",
+                                                                           "scheme_file")}
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **given, memory=not a.no_memory)
-    if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or not {"rope", "alibi"} <= set(cfg.schemes):
-        p.error(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope and alibi "
-                f"(for the evaluation ratio); got {','.join(cfg.schemes)}")
+    try:  # results/ holds the repository's own schemes only
+        cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if schemes.FILES and not a.quick else cfg
+    except ValueError as e:
+        p.error(str(e))
+    if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or "rope" not in cfg.schemes:
+        p.error(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope (the ratios are to "
+                f"RoPE's); got {','.join(cfg.schemes)}")
     if min(cfg.lengths + (cfg.repeats, cfg.train_repeats, cfg.train_steps, cfg.eval_windows, cfg.eval_repeats)) < 1 \
             or cfg.warmup < 0:
         p.error("lengths, repeats, steps and windows must be positive, --warmup >= 0")
@@ -327,10 +348,9 @@ def parse_args(argv=None) -> BenchConfig:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
-    check_writable(Path(cfg.results), "--results")  # before minutes of measuring
+    out = check_writable(Path(cfg.results), "--results") or Path(cfg.results)  # before minutes of measuring
     if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json
-        return redraw(Path(cfg.results))
-    out = Path(cfg.results)
+        return redraw(out)
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
@@ -350,10 +370,11 @@ def main(argv=None) -> int:
         tok_s = train_throughput(cfg, device, bar)
         bar.set_description("evaluation")
         ev = eval_times(cfg, device, bar)
-    built = {(s, T): encoding_bytes(make_lm(cfg, s), s, T) for s in cfg.schemes for T in cfg.lengths}
+        bar.set_description("hooks")
+        hooks = hook_costs(cfg, device, bar)
     triples = lambda d: [[a, b, v] for (a, b), v in d.items()]  # tuple keys, as JSON can hold them
     data = {"config": asdict(cfg), "machine": machine_line(device), "device_type": device.type, "argv": argv,
-            "times": triples(times), "memory": triples(memory), "built": triples(built), "tok_s": tok_s, "eval": ev,
+            "times": triples(times), "memory": triples(memory), "hooks": triples(hooks), "tok_s": tok_s, "eval": ev,
             "wall_s": round(time.perf_counter() - t_start, 1)}
     tiny_lm.atomic_write_text(out / "benchmark.json", json.dumps(data, indent=1))
     redraw(out)
@@ -366,8 +387,8 @@ def redraw(out: Path) -> int:
     """benchmark.md and benchmark.png from <out>/benchmark.json alone."""
     d = json_to_redraw(out / "benchmark.json", "python benchmark.py")
     cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
-    times, memory, built = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "built"))
-    report = build_report(cfg, d["machine"], d["device_type"], times, memory, built, d["tok_s"], d["eval"], d["argv"])
+    times, memory, hooks = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "hooks"))
+    report = build_report(cfg, d["machine"], d["device_type"], times, memory, hooks, d["tok_s"], d["eval"], d["argv"])
     report += f"\nWall time of this run: {d['wall_s']:.0f} s.\n"
     tiny_lm.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", d["device_type"])

@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import schemes
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
-from eval_common import check_writable, json_to_redraw
+from eval_common import check_writable, custom_out, json_to_redraw
 from training import train
 from variants import TrainConfig, run_dirs
 
@@ -192,10 +193,19 @@ def evaluate_twins(model: TinyLM, x: torch.Tensor, y: torch.Tensor, unseen: torc
             "twins_max_logit_diff": (logits[0::2] - logits[1::2]).abs().max().item()}
 
 
+def left_out(cfg: BreakConfig) -> list:
+    """One line per cell left out (a scheme with no bidirectional form: schemes.Scheme.causal_only), stated in
+    the report."""
+    return [f"{mask} / {pos}: left out, the scheme is causal only (it has no bidirectional form)"
+            for mask, poss in (("bidirectional", cfg.wo_schemes), ("no mask", (cfg.lm_pos,))) for pos in poss
+            if schemes.get(pos).causal_only]
+
+
 def word_order_cells(cfg: BreakConfig):
     """(label, GPTConfig overrides) for every cell, in report order."""
     cells = [(f"{mask} / {pos}", {"pos": pos, "causal": mask == "causal", "n_layer": cfg.wo_n_layer})
-             for mask in ("causal", "bidirectional") for pos in cfg.wo_schemes]
+             for mask in ("causal", "bidirectional") for pos in cfg.wo_schemes
+             if mask == "causal" or not schemes.get(pos).causal_only]
     if "none" in cfg.wo_schemes and cfg.wo_n_layer > 1:
         cells.append(("causal / none, 1 layer", {"pos": "none", "causal": True, "n_layer": 1}))
     return cells
@@ -246,25 +256,6 @@ def run_word_order(cfg: BreakConfig, device) -> dict:
 # ----------------------------------------------------------------------------- 2. character LM, mask x position
 
 @torch.no_grad()
-def left_to_right_loss(model: TinyLM, ids: torch.Tensor, ctx: int, n_chars: int, batch_size: int = 64) -> float:
-    """Honest per-character loss (nats): character p is predicted from ids[p-ctx:p] only, by
-    the logits at the last position - what left-to-right generation sees. Scores ids[ctx:ctx+n_chars]."""
-    if ids.numel() < ctx + n_chars:
-        raise CorpusError(f"left-to-right scoring needs {ctx + n_chars} validation characters, "
-                          f"the text has {ids.numel()}")
-    device = next(model.parameters()).device
-    model.eval()
-    total = 0.0
-    for s in range(ctx, ctx + n_chars, batch_size):
-        ps = range(s, min(s + batch_size, ctx + n_chars))
-        x = torch.stack([ids[p - ctx:p] for p in ps]).to(device)   # (b, ctx): only the past
-        y = torch.tensor([int(ids[p]) for p in ps], device=device)  # (b,)
-        logits = model(x).logits[:, -1, :].float()                        # (b, ctx, V) -> last position (b, V)
-        total += F.cross_entropy(logits, y, reduction="sum").item()
-    return total / n_chars
-
-
-@torch.no_grad()
 def sample_left_to_right(model: TinyLM, prompt: torch.Tensor, n_new: int, ctx: int, temperature: float = 1.0,
                          generator: torch.Generator = None) -> torch.Tensor:
     """Append n_new sampled tokens to prompt (T,): a full forward over the last ctx tokens
@@ -292,14 +283,14 @@ def run_char_lm(cfg: BreakConfig, device) -> dict:
           f"{len(vocab)}; {tc.steps} steps of {tc.batch_size} x {tc.seq_len} per model")
     rows = []
     for causal in (True, False):
-        for pos in (cfg.lm_pos, "none"):
+        for pos in (p for p in (cfg.lm_pos, "none") if causal or not schemes.get(p).causal_only):
             label = f"{'causal' if causal else 'no mask'} / {pos}"
             t0 = time.perf_counter()
             torch.manual_seed(cfg.seed)
             model = TinyLM(GPTConfig(vocab_size=len(vocab), **cfg.lm_model, pos=pos, causal=causal,
                                      max_len=max(512, tc.seq_len)))
             hist = train(model, train_ids, val_ids, tc, desc=label, device=device)
-            ltr = left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)
+            ltr = tiny_lm.left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)
             gen = torch.Generator(device=device).manual_seed(cfg.seed)
             out = sample_left_to_right(model, prompt, cfg.lm_sample_chars, tc.seq_len, cfg.lm_temperature, gen)
             row = {"cell": label, "pos": pos, "causal": causal, "train_loss": hist["train_loss"][-1],
@@ -316,29 +307,6 @@ def run_char_lm(cfg: BreakConfig, device) -> dict:
 
 # ----------------------------------------------------------------------------- report
 
-def _bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
-    """Grouped bars from 0 to top: one group per cell, one bar per series {legend name: key} (None drawn as 0).
-    Colour = the cell's position scheme (plots.style, the rule of every figure); fill = the series:
-    solid, then hatched, then dotted, so that no colour means two things."""
-    import plots
-    from matplotlib.patches import Patch
-    w = 0.8 / len(series)
-    colors = [plots.style(c["pos"])["color"] for c in cells]
-    fills = [{"fill": True}, {"fill": False, "hatch": "////"}, {"fill": False, "hatch": "...."}]
-    handles = ax.get_legend_handles_labels()[0]  # the reference line drawn before, if any
-    for i, (name, key) in enumerate(series.items()):
-        ax.bar([x + (i - (len(series) - 1) / 2) * w for x in range(len(cells))], [c[key] or 0 for c in cells], w,
-               color=colors, edgecolor=colors, lw=1, **fills[i % len(fills)])
-        handles.append(Patch(facecolor="0.35", edgecolor="0.35", label=name, **fills[i % len(fills)]))
-    labels = [c["cell"].replace("bidirectional", "bidir.").replace(" / ", "\n").replace(", ", "\n") for c in cells]
-    ax.set_xticks(range(len(cells)), labels, fontsize=8)
-    for text, color in zip(ax.get_xticklabels(), colors):
-        text.set_color(color)
-    ax.set(ylabel=ylabel, ylim=(0, top))
-    ax.set_title(title, fontsize=10)
-    ax.legend(handles=handles, fontsize=8, **legend)
-
-
 def make_plot(res: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -348,11 +316,11 @@ def make_plot(res: dict, path: Path) -> None:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     wo, lm = res["word_order"], res["char_lm"]["cells"]
     a1.axhline(0.5, color="k", ls="--", lw=1, label="chance (order-blind)", gid="ref")  # a reference line
-    _bars(a1, wo["cells"], {"seen name pairs": "acc_seen_pairs", "unseen name pairs": "acc_unseen_pairs"},
+    plots.grouped_bars(a1, wo["cells"], {"seen name pairs": "acc_seen_pairs", "unseen name pairs": "acc_unseen_pairs"},
           "test accuracy: who is the agent?",
           f"1. Word order 'A verb B ?' -> A, mean over seeds {', '.join(map(str, wo['seeds']))}", 1.25,
           loc="upper center", ncol=3)  # above the bars, which reach 1.0
-    _bars(a2, lm, {"train": "train_loss", "val, teacher-forced": "val_loss_teacher_forced",
+    plots.grouped_bars(a2, lm, {"train": "train_loss", "val, teacher-forced": "val_loss_teacher_forced",
                    "val, left to right": "val_loss_left_to_right"}, "loss (nats/char)",
           "2. Char LM: causal mask x position",
           1.3 * max(c["val_loss_left_to_right"] for c in lm), loc="upper left", ncol=2)  # room for the legend
@@ -368,6 +336,7 @@ def make_markdown(res: dict) -> str:
     L = ["# Breakage experiments (破坏实验)\n",
          f"Written by `{res['command']}` in {res['wall_s']:.0f} s on {res['device']} (torch {res['torch']}). "
          "Columns and findings: docs/breakage.md. Numbers: breakage.json.\n",
+         *[f"- {line}\n" for line in res.get("left_out", [])],
          "## 1. Word order: `A verb B ?` -> A\n",
          f"Example `{wo['runs'][0]['example']}`, twin `{wo['runs'][0]['twin']}`. Means over seeds "
          f"{', '.join(map(str, wo['seeds']))}.\n",
@@ -398,39 +367,41 @@ def make_markdown(res: dict) -> str:
 
 def parse_args(argv=None) -> BreakConfig:
     """BreakConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
+    schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     d = BreakConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     p.add_argument("--out", help="folder for breakage.md, breakage.json, breakage.png "
                                  "(default results/, or runs/quick/breakage/ with --quick)")
-    p.add_argument("--seed", type=int, help="seed for initialisation, batches and the held-out name pairs "
-                                            "(the word-order test set uses seed + 1000003)")
-    p.add_argument("--device", help="auto (cuda, then mps, then cpu), or a torch device name")
-    p.add_argument("--threads", type=int, help="torch CPU threads (0 = torch's default); the matrices are small, "
-                                               "so more threads mostly add overhead")
+    for flag, typ, text in (
+            ("seed", int, "seed for initialisation, batches and the held-out name pairs (test set: seed + 1000003)"),
+            ("device", str, "auto (cuda, then mps, then cpu), or a torch device name"),
+            ("threads", int, "torch CPU threads (0 = torch's default); the matrices are small"),
+            ("wo_names", int, f"number of names (3..{len(NAMES)})"), ("wo_verbs", int, f"number of verbs (1..{len(VERBS)})"),
+            *((n, int, f"{w} (default {getattr(d, n)}, {QUICK[n]} with --quick)") for n, w in (
+                ("wo_steps", "training steps per word-order model"), ("wo_seeds", "word-order seeds, from --seed up"),
+                ("wo_test_pairs", "swapped-twin test pairs, 2 sentences each")))):
+        p.add_argument("--" + flag.replace("_", "-"), type=typ, help=text)
     p.add_argument("--quick", action="store_true", help="tiny models and a few steps: a smoke test, not a result")
     p.add_argument("--wo-schemes", type=lambda v: tuple(s for s in v.split(",") if s),
                    help=f"position schemes for the word-order task, each trained causal and bidirectional "
                         f"(known: {','.join(tiny_lm.SCHEMES)})")
-    for name, what in (("wo_steps", "training steps per word-order model"),
-                       ("wo_test_pairs", "swapped-twin test pairs, 2 sentences each"),
-                       ("wo_seeds", "word-order seeds, from --seed up")):
-        p.add_argument("--" + name.replace("_", "-"), type=int,
-                       help=f"{what} (default {getattr(d, name)}, {QUICK[name]} with --quick)")
     p.add_argument("--lm-steps", type=int, help=f"training steps per char LM (default "
                    f"{d.lm_train.steps}, {QUICK['lm_train'].steps} with --quick)")
-    p.add_argument("--wo-names", type=int, help=f"number of names (3..{len(NAMES)})")
-    p.add_argument("--wo-verbs", type=int, help=f"number of verbs (1..{len(VERBS)})")
     p.add_argument("--lm-pos", choices=[s for s in tiny_lm.SCHEMES if s != "none"],
                    help="the position scheme of the char-LM 2x2 (the other column is none)")
     p.add_argument("--corpus", help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
     p.add_argument("--redraw", action="store_true", help="train nothing: rebuild breakage.md and .png in --out from "
                                                          "its breakage.json")
     a = vars(p.parse_args(argv))
-    lm_steps = a.pop("lm_steps")  # a field of lm_train
-    a.pop("redraw")  # not a setting: main() reads it from argv
+    lm_steps, *_ = a.pop("lm_steps"), a.pop("redraw"), a.pop("scheme_file")  # of lm_train; main reads the rest
     cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
     if lm_steps is not None:
         cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
+    try:  # results/ holds the repository's own schemes only
+        cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if schemes.FILES and not cfg.quick else cfg
+    except ValueError as e:
+        p.error(str(e))
     bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]
     if bad or not cfg.wo_schemes:
         p.error(f"unknown word-order scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")
@@ -449,6 +420,8 @@ def main(argv=None) -> int:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t0 = time.perf_counter()
+    for line in left_out(cfg):
+        print(line)
     try:  # a bad --device, corpus or word-order size
         device = tiny_lm.pick_device(cfg.device)
         word_order = run_word_order(cfg, device)
@@ -458,7 +431,7 @@ def main(argv=None) -> int:
         return 2
     res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
-           "char_lm": char_lm}
+           "char_lm": char_lm, "left_out": left_out(cfg)}
     tiny_lm.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
     redraw(out)
     print(f"wrote {out}/breakage.md, {out}/breakage.json, {out}/breakage.png in {res['wall_s']:.0f} s")

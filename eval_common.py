@@ -23,7 +23,7 @@ import schemes
 import tiny_lm
 import torch
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, order_of,
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, order_of,
                       real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
@@ -161,13 +161,20 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
         fail("--variants is empty; name checkpoints or a family, or leave the flag out for every checkpoint found")
     if variants:
         names = [m for n in variants.split(",") for m in FAMILIES.get(n, [n])]
-        bad = [n for n in names if n not in ALL_NAMES]
+        try:  # a scheme with options, a copy twin or fine-tune of a --scheme-file scheme
+            bad = admit(names)
+        except ValueError as e:
+            fail(str(e))
         if bad:
             fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)} and the families "
                  f"{','.join(FAMILIES)}")
         required = names
     else:
         required = [n for n in DEFAULT_VARIANTS if n in VARIANTS] if default == "main" else []
+        try:
+            admit(sorted(p.name[:-3] for p in ckpt_dir.glob("*.pt") if not p.name.endswith(".state.pt")))
+        except ValueError:
+            pass  # a file the grammar cannot admit is not a checkpoint of ours: skipped
         names = [n for n in ALL_NAMES if n in required or (ckpt_dir / f"{n}.pt").exists()]
     missing = [n for n in required if not (ckpt_dir / f"{n}.pt").exists()]
     if missing:
@@ -192,6 +199,15 @@ def load_checked(path: Path, device, make: str, vocab: str, fingerprint: str, lo
         fail(f"{path}: windows of {longest} characters are beyond its learned table ({model.cfg.max_len} rows); "
              f"use shorter lengths")
     return model, ck
+
+
+def custom_out(given, name: str) -> str:
+    """Where a run with a --scheme-file writes: runs/custom/<name>, or the folder given, never results/ (it
+    holds what the repository's own code makes). ValueError (one line) if given is results/."""
+    out = given or f"runs/custom/{name}"
+    if Path(out).resolve() == Path(run_dirs()[1]).resolve():
+        raise ValueError(f"a run with --scheme-file writes runs/custom/{name} (or another folder), not results/")
+    return out
 
 
 # ----------------------------------------------------------------------------- provenance

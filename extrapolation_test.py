@@ -66,7 +66,7 @@ from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writa
                          split_scaling, spread_blocks, train_len_of)
 from perplexity import cached_vs_full, evaluate
 from tables import sync_glance, sync_table
-from variants import FINETUNES, PRESETS, VARIANTS
+from variants import COPY_OF, FINETUNES, PRESETS, VARIANTS, scaled
 
 HERE = Path(__file__).resolve().parent
 
@@ -112,7 +112,9 @@ def clamp_learned_rows(model, L_train: int) -> None:
 
 
 def parse_args(argv=None):
+    schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
     p.add_argument("--variants", default=None, help="comma-separated checkpoints to evaluate, or a family "
@@ -171,9 +173,9 @@ def settings(args) -> dict:
 def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     """(row name, checkpoint path, scaling kind, "clamp" or None) for every row of the table."""
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
-    if "rope" in names:
-        at = names.index("rope") + 1
-        jobs[at:at] = [(row_names.row_name("rope", s), ckpt_dir / "rope.pt", s) for s in scalings]
+    for n in [n for n in names if scaled(n) and n not in COPY_OF]:  # every scheme that uses RoPE's tables
+        at = [j[0] for j in jobs].index(n) + 1
+        jobs[at:at] = [(row_names.row_name(n, s), ckpt_dir / f"{n}.pt", s) for s in scalings]
     if "learned" in names and not args.variants:
         clamped = row_names.row_name("learned", switch="clamped")
         jobs.insert(names.index("learned") + 1, (clamped, ckpt_dir / "learned.pt", "clamp"))

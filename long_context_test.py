@@ -55,6 +55,7 @@ import torch
 from tqdm import tqdm
 
 import row_names
+import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
 from eval_common import (add_common_flags, check_scalings, check_writable, checked_results, csv_text, eval_dirs, fail,
@@ -63,7 +64,7 @@ from eval_common import (add_common_flags, check_scalings, check_writable, check
                          train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
 from tables import sync_glance, sync_table
-from variants import FINETUNES, VARIANTS, is_copy, order_of
+from variants import FINETUNES, VARIANTS, is_copy, order_of, scaled
 
 # --copy-trials windows (default 128) wherever a claim rests on a cell: every distance of the copy family, and
 # every distance from FAR_FROM on for every model; text models get --trials (32) below it, where none copies.
@@ -75,7 +76,9 @@ FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma
 # ----------------------------------------------------------------------------- command line
 
 def parse_args(argv=None):
+    schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
     p.add_argument("--variants", default=None, help="comma-separated checkpoints, or a family of "
@@ -192,9 +195,9 @@ def make_jobs(names, s, only) -> list:
             jobs.append((row_names.row_name(n, switch=NO_TEMP), n, None, measures))
         elif cfg.get("temperature_floor"):
             jobs.append((row_names.row_name(n, switch=TEMP_ON), n, None, measures))
-        if n == "rope":
+        if scaled(n) and not is_copy(n):  # a scheme that uses RoPE's tables: rope, a registered xPos
             jobs += [(row_names.row_name(n, x), n, x, {"context"}) for x in s["scalings"] + s["fixed_scalings"]]
-        if n == "rope_copy":  # rows of --retrieval-scalings, and those of FORMAT_ROWS whatever that says
+        if scaled(n) and is_copy(n):  # rows of --retrieval-scalings, and those of FORMAT_ROWS whatever that says
             extra = [r.scaling_spec for r in map(row_names.parse, FORMAT_ROWS) if r.checkpoint == n and r.scaling]
             for x in dict.fromkeys(s["retrieval_scalings"] + extra):
                 row = row_names.row_name(n, x)

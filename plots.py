@@ -59,9 +59,15 @@ COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme
     "hybrid_rope": "#b15928",
     "irope_notemp": "#2f4f4f",
 }
-# names neither this table nor the registry knows get one of these by a hash of the name, so a new
-# variant or scheme still draws; check_distinct catches the rare clash (then give it a fixed colour).
-SPARE = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
+# names neither this table nor the registry knows (a variant of a scheme with options) get one of these by
+# a hash of the name: none is a scheme's (schemes.SPARE_COLOURS are those) or a line's above, so only two
+# such names can clash, which check_distinct catches (then give one a fixed colour).
+SPARE = ("#6b486b", "#a05d56", "#d0743c", "#98abc5", "#8a89a6", "#7b6888", "#ff8c00", "#556b2f")
+
+
+def fixed_owner(colour: str):
+    """The line a fixed colour above belongs to (schemes.register refuses a scheme that would take it), or None."""
+    return {c.lower(): n for n, c in COLOURS.items()}.get(colour.lower())
 DASHES = {
     "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
     "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),
@@ -662,3 +668,25 @@ def copy_calibration(path, curves) -> None:
     fig.suptitle("Copy calibration: does each mixture teach copying? (> 0: the copy got cheaper)")
     fig.tight_layout(rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
     _save(fig, path)
+
+
+def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
+    """Grouped bars from 0 to top: one group per cell, one bar per series {legend name: key} (None drawn as 0).
+    Colour = the cell's position scheme (plots.style, the rule of every figure); fill = the series:
+    solid, then hatched, then dotted, so that no colour means two things."""
+    from matplotlib.patches import Patch
+    w = 0.8 / len(series)
+    colors = [style(c["pos"])["color"] for c in cells]
+    fills = [{"fill": True}, {"fill": False, "hatch": "////"}, {"fill": False, "hatch": "...."}]
+    handles = ax.get_legend_handles_labels()[0]  # the reference line drawn before, if any
+    for i, (name, key) in enumerate(series.items()):
+        ax.bar([x + (i - (len(series) - 1) / 2) * w for x in range(len(cells))], [c[key] or 0 for c in cells], w,
+               color=colors, edgecolor=colors, lw=1, **fills[i % len(fills)])
+        handles.append(Patch(facecolor="0.35", edgecolor="0.35", label=name, **fills[i % len(fills)]))
+    labels = [c["cell"].replace("bidirectional", "bidir.").replace(" / ", "\n").replace(", ", "\n") for c in cells]
+    ax.set_xticks(range(len(cells)), labels, fontsize=8)
+    for text, color in zip(ax.get_xticklabels(), colors):
+        text.set_color(color)
+    ax.set(ylabel=ylabel, ylim=(0, top))
+    ax.set_title(title, fontsize=10)
+    ax.legend(handles=handles, fontsize=8, **legend)

@@ -34,6 +34,7 @@ import torch.distributed as dist
 
 import copy_mixture
 import long_context
+import schemes
 import tiny_lm
 from eval_common import (LOG_KEYS, check_writable, corpus_mismatch, csv_text, provenance_of, read_json, read_logs,
                          git_commit, results_for_checkpoints, training_provenance)
@@ -42,8 +43,8 @@ from train_state import (Interrupted, RunConfig, StateError, continue_command, d
                          state_identity)
 from training import copy_batches, train
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
-                      QUICK_TRAIN, VARIANTS, TrainConfig, build_variant, finetune_setup, is_copy, recipe_changes,
-                      run_dirs, variant_config)
+                      QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, is_copy,
+                      recipe_changes, run_dirs, variant_config)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -66,6 +67,7 @@ def resolved(args) -> dict:
     results = Path(args.results) if args.results else (
         out / "results" if args.quick or args.preset == "preview" else results_dir)
     train = replace(TrainConfig(), seed=args.seed, **train_kw)
+    model["train_len"] = train.seq_len  # a scheme's build may read it (GPTConfig.train_len)
     # the copy family's longer schedule, unless a smoke run, a preset or --steps sets the steps
     copy_train = train if (args.quick or args.preset or args.steps) else replace(train, steps=COPY_STEPS)
     return {"model": model, "train": train, "copy_train": copy_train,
@@ -75,7 +77,9 @@ def resolved(args) -> dict:
 
 
 def parse_args(argv=None):
+    schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     gpu, pv = PRESETS["gpu"], PRESETS["preview"]
     gm, gt = gpu["model"], gpu["train"]
     p.add_argument("--variants", default=None,
@@ -192,7 +196,10 @@ def main(argv=None) -> int:
         return error("--variants is empty; name variants or a family, or leave the flag out for the defaults")
     names = [m for n in args.variants.split(",") for m in FAMILIES.get(n, [n])] if args.variants \
         else list(PRESETS.get(args.preset, {}).get("variants", DEFAULT_VARIANTS))
-    unknown = [n for n in names if n not in ALL_NAMES]
+    try:  # names the grammar builds from a registered scheme: options, copy twins, fine-tunes
+        unknown = admit(names)
+    except ValueError as e:
+        return error(str(e))
     if unknown:
         return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(ALL_NAMES)}"
                      f" and the families {','.join(FAMILIES)}")
@@ -361,7 +368,8 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
              "tokens": tc.steps * tc.batch_size * tc.seq_len,
-             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py")}
+             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py"),
+             **({"scheme_file": schemes.FILES[model.cfg.pos]} if model.cfg.pos in schemes.FILES else {})}
     if rank == 0:
         tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
         state_path.unlink(missing_ok=True)

@@ -28,11 +28,18 @@ def test_benchmark_quick_writes_report(quick_repo):
     text = md.read_text(encoding="utf-8")
     assert "| scheme | T=16 | T=40 |" in text and "median of 1 runs" in text, f"flags ignored under --quick:\n{text}"
     lines = text.splitlines()
-    for start in ("Training throughput ratio vs the SDPA reference", "ALiBi / RoPE evaluation time ratio"):
+    for start in ("Training throughput ratio vs the SDPA reference", "## Ratios to RoPE at T=40",
+                  "## The hooks, one layer at T=40"):
         hits = [line for line in lines if line.startswith(start)]
         assert len(hits) == 1, f"expected one line starting {start!r} in benchmark.md:\n{text}"
+    ratios = text.split("## Ratios to RoPE", 1)[1]
+    hooks = text.split("## The hooks", 1)[1].split("##", 1)[0]
     for s in tiny_lm.SCHEMES:
         assert f"| {s} |" in text, f"no table row for {s} in benchmark.md:\n{text}"
+        assert f"\n| {s} | " in ratios, f"no ratio row for {s}:\n{ratios}"
+        for h in tiny_lm.SCHEMES[s].hooks:  # every hook the scheme has, timed and sized
+            assert f"| {s} | {h} |" in hooks, f"hook {h} of {s} not measured:\n{hooks}"
+    assert "\n| rope | 1.00 | " in ratios, ratios
     memory = text.split("## Peak memory", 1)[1].split("##", 1)[0]
     assert "Measured: one subprocess per scheme" in memory, f"memory was not measured:\n{memory}"
     for s in tiny_lm.SCHEMES:
@@ -51,7 +58,7 @@ def test_benchmark_flags_override_quick():
             cfg.eval_repeats, cfg.schemes) == ((8, 24), 3, 0, 2, 4, 5, 6, ("rope", "alibi")), cfg
     assert cfg.n_embd == benchmark.QUICK["n_embd"], "the rest of --quick's preset was lost"
     assert cfg.results == "runs/quick/benchmark" and benchmark.parse_args(["--quick", "--out", "x"]).results == "x"
-    for bad in (["--lengths", "a,b"], ["--schemes", "rope"], ["--repeats", "0"]):
+    for bad in (["--lengths", "a,b"], ["--schemes", "alibi"], ["--repeats", "0"]):
         with pytest.raises(SystemExit) as e:
             benchmark.parse_args(["--quick", *bad])
         assert e.value.code == 2, bad

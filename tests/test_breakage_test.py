@@ -168,7 +168,7 @@ def test_left_to_right_loss_matches_last_window_position():
     m = _model(pos="rope", causal=False, vocab=30)
     ids = torch.randint(0, 30, (200,), generator=torch.Generator().manual_seed(1))
     ctx = 16
-    ltr = bt.left_to_right_loss(m, ids, ctx, n_chars=1)  # predicts ids[16] from ids[0:16]
+    ltr = tiny_lm.left_to_right_loss(m, ids, ctx, n_chars=1)  # predicts ids[16] from ids[0:16]
     ref = tiny_lm.window_losses(m, ids, ctx, n_windows=1)[0, -1].item()
     assert abs(ltr - ref) < 1e-4, f"{ltr} vs {ref}"
 
