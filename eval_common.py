@@ -57,10 +57,13 @@ def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
     ckpt_default, results_default = run_dirs(args.quick, args.preset)
+    if schemes.FILES and not (args.quick or args.preset):  # where train_compare --scheme-file put them
+        ckpt_default = Path("runs/custom")
     ckpt_dir = Path(getattr(args, "ckpt_dir", None) or ckpt_default)
     small = args.quick or args.preset == "preview"
     results = Path(args.results) if args.results else (ckpt_dir / "results" if small else results_default)
     make = "python train_compare.py" + (" --quick" if args.quick else f" --preset {args.preset}" if args.preset else "")
+    make += "".join(f" --scheme-file {p}" for p in dict.fromkeys(f["path"] for f in schemes.FILES.values()))
     return ckpt_dir, results, make
 
 

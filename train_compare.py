@@ -44,7 +44,7 @@ from train_state import (Interrupted, RunConfig, StateError, continue_command, d
 from training import copy_batches, train
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
                       QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, is_copy,
-                      recipe_changes, run_dirs, variant_config)
+                      recipe_changes, run_dirs, scheme_file_of, variant_config)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -63,6 +63,8 @@ def resolved(args) -> dict:
                                        ("seq_len", args.seq_len), ("eval_every", args.eval_every))
                      if v is not None})
     ckpt_dir, results_dir = run_dirs(args.quick, args.preset)
+    if schemes.FILES and not (args.quick or args.preset):  # a --scheme-file run: never runs/main or results/
+        ckpt_dir = Path("runs/custom")
     out = Path(args.out or ckpt_dir)
     results = Path(args.results) if args.results else (
         out / "results" if args.quick or args.preset == "preview" else results_dir)
@@ -266,7 +268,8 @@ def planned_checkpoints(args, names, settings) -> dict:
             if not isinstance(pk.get("extra", {}).get("train_config"), dict):
                 raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
             cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
-        cks[out / f"{name}.pt"] = {"config": cfg, "extra": {"variant": name, "train_config": asdict(tc)}}
+        cks[out / f"{name}.pt"] = {"config": cfg, "extra": {"variant": name, "train_config": asdict(tc),
+                                                            **scheme_file_of(name)}}
     return cks
 
 
@@ -369,7 +372,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
              "tokens": tc.steps * tc.batch_size * tc.seq_len,
              "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py"),
-             **({"scheme_file": schemes.FILES[model.cfg.pos]} if model.cfg.pos in schemes.FILES else {})}
+             **scheme_file_of(name)}
     if rank == 0:
         tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
         state_path.unlink(missing_ok=True)

@@ -147,6 +147,14 @@ def admit(names) -> list:
     return unknown
 
 
+def scheme_file_of(name: str) -> dict:
+    """{"scheme_file": {path, sha256}} when the variant's scheme came from a --scheme-file (a checkpoint's extra
+    records it; such a run is never a real run of ours), else {}."""
+    base = FINETUNES[name]["parent"] if name in FINETUNES else name
+    pos = VARIANTS.get(base, {}).get("pos")
+    return {"scheme_file": dict(schemes.FILES[pos])} if pos in schemes.FILES else {}
+
+
 def scaled(name: str) -> bool:
     """Does the training-free RoPE scaling apply to this checkpoint's rows? Yes for the plain variant of a scheme
     that uses RoPE's tables (rope; a registered xPos), and its copy twin; not for the variants built on it."""
