@@ -42,6 +42,11 @@ Keys, `{kind:args}`; the format is the one the page prints:
     fmax:FORMAT:FIELD   the highest FIELD of every row of FORMAT, nats/char               +0.03
     rss:FILE            peak resident memory of the run that wrote FILE.json, GiB        0.82
     mins:FILE           minutes the measure of FILE took over the runs whose rows it holds (meta.runs)  2.7
+    bms:SCHEME:T        benchmark.json: one forward's milliseconds at length T                        235.9
+    bmib:SCHEME:WHAT    its peak memory above the baseline, MiB ("forward 4096", "eval")              81.7
+    bratio:SCHEME:WHAT  at the longest length, over RoPE's: time, memory, evaltime, evalmemory         1.05
+    btok:SCHEME         training tokens/s over the reference TinyLM(pos="none")                       0.980
+    bwall:s             seconds the benchmark run took                                                  94
 """
 import functools
 import math
@@ -124,6 +129,21 @@ def _ours(results, scheme, seeds) -> list:
     return [_ppl(results, scheme if s == "0" else f"{scheme} [seed{s}]", 256) for s in seeds.split("|")]
 
 
+def _bench(results) -> dict:
+    """benchmark.json with its triples as dicts: times {(s, T): sec}, memory {(s, what): bytes}."""
+    d = dict(_rows(results, "benchmark"))
+    d["times"], d["memory"] = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory"))
+    return d
+
+
+def _bratio(results, scheme, what) -> float:
+    d = _bench(results)
+    T = max(d["config"]["lengths"])
+    get = {"time": lambda s: d["times"][(s, T)], "memory": lambda s: d["memory"][(s, f"forward {T}")],
+           "evaltime": lambda s: d["eval"][s], "evalmemory": lambda s: d["memory"][(s, "eval")]}[what]
+    return get(scheme) / get("rope")
+
+
 def _ci(r) -> tuple:
     return share_ci(r["exact"], r["trials"])
 
@@ -192,6 +212,11 @@ KINDS = {
     "anchor4096": lambda res, scheme, seed: f"{_anchor(res, scheme, -1)[int(seed)]:.2f}",
     "anchormean": lambda res, scheme: f"{_mean(_anchor(res, scheme).values()):.3f}",
     "oursmean": lambda res, scheme, seeds: f"{_mean(_ours(res, scheme, seeds)):.3f}",
+    "bms": lambda res, s, T: f"{_bench(res)['times'][(s, int(T))] * 1e3:.1f}",
+    "bmib": lambda res, s, what: f"{_bench(res)['memory'][(s, what)] / 2 ** 20:.1f}",
+    "bratio": lambda res, s, what: f"{_bratio(res, s, what):.2f}",
+    "btok": lambda res, s: f"{_bench(res)['tok_s'][s] / _bench(res)['tok_s']['reference']:.3f}",
+    "bwall": lambda res, unit: f"{_bench(res)['wall_s']:.0f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs']) / 60:.1f}",
 }
 
