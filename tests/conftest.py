@@ -122,6 +122,17 @@ def tree_hashes(root: Path, paths=WATCHED) -> dict:
     return out
 
 
+def cached_logits(model, x, prefix: int):
+    """Logits of x (B, T): one forward over the first `prefix` tokens, then one token at a time through the cache."""
+    out = model(x[:, :prefix])
+    pieces, cache = [out.logits], out.cache
+    for t in range(prefix, x.shape[1]):
+        out = model(x[:, t:t + 1], cache=cache)
+        pieces.append(out.logits)
+        cache = out.cache
+    return torch.cat(pieces, dim=1), cache
+
+
 def repo_files(repo: Path) -> dict:
     """{path: sha256} of every file of a checkout but runs/ and __pycache__: what no command may change."""
     return {str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(repo.rglob("*"))

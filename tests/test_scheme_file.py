@@ -21,7 +21,7 @@ import schemes
 import tiny_lm
 import train_compare
 import variants
-from conftest import repo_files
+from conftest import cached_logits, repo_files
 from tiny_lm import CheckpointError, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -102,13 +102,8 @@ def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cach
             for gate in model.toy_forget.gates:
                 torch.nn.init.normal_(gate.weight, 0.0, 0.5)
             full = model(x).logits
-            out = model(x[:, :11])
-            pieces, cache = [out.logits], out.cache
-            for t in range(11, 30):
-                out = model(x[:, t:t + 1], cache=cache)
-                pieces.append(out.logits)
-                cache = out.cache
-        err = (torch.cat(pieces, dim=1) - full).abs().max().item()
+            cached, cache = cached_logits(model, x, 11)
+        err = (cached - full).abs().max().item()
         assert err < 1e-5, f"toy_forget: cached decoding vs full forward, max logit diff {err:.2e}"
         assert cache[0].state.shape == (2, KW["n_head"], 30), "the cache keeps the gate sums of every key"
         with pytest.raises(ValueError, match="causal only"):
@@ -198,13 +193,7 @@ def test_the_kerple_example_is_its_formula_and_trains(tmp_path):
                 blk.attn.q_chunk = 3
             err = (model(ids).logits - full).abs().max().item()
             assert err < 1e-5, f"kerple: chunks of 3 vs one chunk, max logit diff {err:.2e}"
-            out = model(ids[:, :9])
-            pieces, cache = [out.logits], out.cache
-            for t in range(9, 24):
-                out = model(ids[:, t:t + 1], cache=cache)
-                pieces.append(out.logits)
-                cache = out.cache
-            err = (torch.cat(pieces, dim=1) - full).abs().max().item()
+            err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
             assert err < 1e-5, f"kerple: cached decoding vs full forward, max logit diff {err:.2e}"
         rc = train_compare.main(["--quick", "--scheme-file", str(path), "--variants", "kerple", "--steps", "4",
                                  "--eval-every", "2", "--seq-len", "32", "--out", str(tmp_path), "--results",

@@ -16,18 +16,18 @@ import importlib
 import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import extrapolation_test
 import schemes
-from attn_common import hide_later_keys
 import tiny_lm
 import train_compare
 import variants
+from conftest import cached_logits
 from schemes import Scheme
 from tiny_lm import GPTConfig, TinyLM
 
@@ -53,17 +53,6 @@ def registered(entry: Scheme):
         yield entry
     finally:
         schemes.unregister(entry.name)
-
-
-def cached_logits(model, x, prefix: int):
-    """Logits of x (B, T): one forward over the first `prefix` tokens, then one token at a time through the cache."""
-    out = model(x[:, :prefix])
-    pieces, cache = [out.logits], out.cache
-    for t in range(prefix, x.shape[1]):
-        out = model(x[:, t:t + 1], cache=cache)
-        pieces.append(out.logits)
-        cache = out.cache
-    return torch.cat(pieces, dim=1), cache
 
 
 # ============================================================================ 1. the five, unchanged
@@ -180,50 +169,44 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
 
 # ============================================================================ 2. toys for the other hooks
 
-class ForgetGates(nn.Module):
-    """A toy FoX (Lin et al. 2025, "Forgetting Transformer"): per layer and head a forget gate
-    f_t = sigmoid(w . x_t + b) from the layer's input, and the score bias
-        bias_ij = sum_{l=j+1..i} log f_l = c_i - c_j,   c_i = sum_{l<=i} log f_l,
-    per chunk of queries, -inf at the hidden keys. The cache keeps c of every key so far."""
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.gates = nn.ModuleList(nn.Linear(cfg.n_embd, cfg.n_head) for _ in range(cfg.n_layer))
-
-    def score_bias(self, x, layer, offset, shared, past):
-        c = F.logsigmoid(self.gates[layer.index](x)).transpose(1, 2).cumsum(-1)  # (B, T, H) -> (B, H, T)
-        if past is not None:  # the new keys continue the sums of the cached ones
-            c = c + past[..., -1:]
-        keys = c if past is None else torch.cat((past, c), dim=-1)  # (B, H, Tk)
-        first = keys.shape[-1] - c.shape[-1]  # the position of this call's first query
-
-        def rows(a, b, s, e):  # rows a..b-1 against keys s..e-1: (B, H, b-a, 1) - (B, H, 1, e-s) -> (B, H, b-a, e-s)
-            return hide_later_keys(c[..., a:b, None] - keys[..., None, s:e], first + a, s)
-        return rows, keys
+TOY_FORGET = Path(__file__).resolve().parent / "schemes" / "toy_forget.py"
 
 
-FORGET = Scheme("toy_fox", "score bias from the input", build=ForgetGates, score_bias=ForgetGates.score_bias,
-                causal_only=True)
+@contextlib.contextmanager
+def forget_toy():
+    """tests/schemes/toy_forget.py, a toy FoX (Lin et al. 2025, "Forgetting Transformer"): per layer and head a
+    forget gate f_t = sigmoid(w . x_t + b) from the layer's input, the score bias c_i - c_j with c the cumulative
+    sum of log f, and c of every key in the cache. Registered inside the block, unless the session has it
+    already (EXTRA_SCHEME_FILE)."""
+    mine = "toy_forget" not in schemes.REGISTRY
+    if mine:
+        schemes.load_files([TOY_FORGET])
+    try:
+        yield schemes.get("toy_forget")
+    finally:
+        if mine:
+            schemes.unregister("toy_forget")
+            schemes.FILES.pop("toy_forget", None)
 
 
 def test_forget_gate_bias_from_the_input_with_cache_state():
     """Constant gates log f = -m_h are ALiBi's -m_h (i - j): the toy with ALiBi's slopes and an ALiBi model's
     weights gives the ALiBi model's logits. Gates from the input: cached decoding (the sums of past keys
     carried as cache state) equals the full forward, and the gates learn."""
-    with registered(FORGET):
+    with forget_toy():
         torch.manual_seed(0)
         alibi = TinyLM(GPTConfig(**{**KW, "pos": "alibi"})).eval()
-        toy = TinyLM(GPTConfig(**{**KW, "pos": "toy_fox"})).eval()
+        toy = TinyLM(GPTConfig(**{**KW, "pos": "toy_forget"})).eval()
         assert toy.load_state_dict(alibi.state_dict(), strict=False).unexpected_keys == []
         m = alibi.alibi.slopes  # (H,)
         with torch.no_grad():
-            for gate in toy.toy_fox.gates:
+            for gate in toy.toy_forget.gates:
                 gate.weight.zero_()
                 gate.bias.copy_(-torch.log(torch.expm1(m)))  # sigmoid(b) = e^-m, log f = -m
             x = ids(2, 40, seed=2)
             err = max_diff(toy(x).logits, alibi(x).logits)
             assert err < 1e-5, f"constant forget gates vs ALiBi with the same slopes: max logit diff {err:.2e}"
-            for gate in toy.toy_fox.gates:
+            for gate in toy.toy_forget.gates:
                 nn.init.normal_(gate.weight, 0.0, 0.5)
             full = toy(x).logits
             cached, cache = cached_logits(toy, x, 17)
@@ -232,7 +215,7 @@ def test_forget_gate_bias_from_the_input_with_cache_state():
             assert err < 1e-5, f"forget gates: cached decoding vs full forward, max logit diff {err:.2e}"
         toy.train()
         toy(x[:, :-1], x[:, 1:]).loss.backward()
-        assert toy.toy_fox.gates[0].weight.grad.abs().sum() > 0, "no gradient reached the forget gates"
+        assert toy.toy_forget.gates[0].weight.grad.abs().sum() > 0, "no gradient reached the forget gates"
 
 
 class Sinks(nn.Module):
@@ -270,12 +253,12 @@ def test_sink_logits_join_the_softmax():
         assert (toy.toy_sinks.logit.grad != 0).all(), "every layer's and head's sink should get a gradient"
 
 
-@pytest.mark.parametrize("sixth", [False, True], ids=["registry", "registry+toy_fox"])
+@pytest.mark.parametrize("sixth", [False, True], ids=["registry", "registry+toy_forget"])
 def test_chunked_equals_whole_for_every_registered_scheme(sixth):
     """Every registered scheme, with and without attention sinks (causal; bidirectional too unless causal only):
     the logits with the queries in chunks of 7 equal those with all 40 in one chunk, and cached decoding equals
     the full forward. Run once over the registry as it is and once with a sixth scheme registered."""
-    with registered(FORGET) if sixth else contextlib.nullcontext():
+    with forget_toy() if sixth else contextlib.nullcontext():
         for name in schemes.names():
             for causal, sinks in ((True, False), (True, True), (False, False)):
                 if not causal and schemes.get(name).causal_only:
