@@ -37,7 +37,7 @@ decides what a NoPE layer means for it (rope: no rotation; alibi: no bias).
 
 The rest of the contract (Scheme's fields):
   * build(cfg) -> nn.Module: cfg is the GPTConfig, cfg.train_len the length the model is trained
-    at (FIRE's threshold, xPos's scale base); cfg.pos_options the scheme's options (below).
+    at (FIRE's threshold, xPos's centre); cfg.pos_options the scheme's options (below).
     The module's parameters keep the init it gives them: TinyLM's init redraws only its own Linears.
   * decay: the names of the module's parameters that get weight decay (default none).
   * causal_only: it has no bidirectional form (FoX's cumulative gate); GPTConfig(causal=False)
@@ -60,7 +60,7 @@ What comes next, and the hook each would use (none needs a new branch in TinyLM.
   * KERPLE: score_bias, -r1 log(1 + r2 |i - j|) with r1, r2 > 0 learned per head (docs/your_scheme.md).
   * FIRE: score_bias, an MLP over the normalised distance psi(i - j) / psi(max(L, i)), per chunk.
   * xPos: rotate_qk with rope_options=True: the layer's RoPE rotation times a per-pair scale
-    zeta^(m / gamma) on q and zeta^(-n / gamma) on k.
+    zeta^(m / s) on q and zeta^(-n / s) on k (s the scale base).
   * FoX (forgetting attention): score_bias from the layer's input: a forget gate f_t = sigmoid(w x_t
     + b) per head, bias_ij = sum_{l=j+1..i} log f_l, the difference of two cumulative sums; the
     cumulative sum of the past keys is its state in the cache; causal_only.

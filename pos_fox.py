@@ -1,0 +1,138 @@
+"""FoX, forgetting attention: a score bias from a learned forget gate, as a scheme file (scheme "fox").
+
+Paper: Lin, Nikishin, He and Courville, ICLR 2025, "Forgetting Transformer: Softmax Attention with a
+Forget Gate". Every head of every layer has a scalar forget gate, read from the layer's input x_t
+(B, T, C; TinyLM passes the normalised input of the block), and the scores get the log of the gates
+between key and query:
+
+    f_t = sigmoid(w^T x_t + b)                          (one w (C,), b per head and layer)
+    bias_ij = sum_{l=j+1..i} log f_l = c_i - c_j,       c_i = sum_{l<=i} log f_l   (-inf where j > i)
+
+bias_ij <= 0 and falls as the gates between j and i close: ALiBi's -m (i - j) with a slope each token
+chooses (constant gates log f = -m give ALiBi's bias). There is no other position signal: the paper's
+main FoX model has no RoPE. Causal only (c_i - c_j sums the gates after j up to i).
+
+Conventions:
+  * Gates, their log and the cumulative sums in float32 whatever the model's dtype, autocast off (the
+    reference takes the gate's Linear in bf16 under autocast, its log sigmoid in float32).
+  * Cached decoding: the cache state of a layer is c of every key so far, (B, H, Tk); the next call's
+    sums continue from its last entry. offset is the position of the first new token.
+  * A NoPE layer (nope_every) has no gate there: plain causal attention.
+  * Init (option gate_bias): w ~ N(0, 0.02^2), b = gate_bias = 0, so f = 1/2 and log f = -ln 2 per token
+    at step 0: attention starts close to the last few tokens. This is the reference's: zhixuan-lin/
+    forgetting-transformer, src/forgetting_transformer/model/forgetting_transformer/
+    modeling_forgetting_transformer.py (ForgettingAttentionLayer, fgate_type "full": nn.Linear(hidden,
+    heads, bias=True), weight N(0, initializer_range = 0.02), bias 0). x-transformers' data-dependent
+    ALiBi (lucidrains/x-transformers, x_transformers/x_transformers.py, DataDependentAlibi) sets the bias
+    to 5.0 (f = 0.9933, -log f = 0.0067 per token: a look-back of about 150 tokens at step 0) over
+    PyTorch's default weight: fox{gate_bias=5.0}.
+  * Weight decay: the gate weights, not the biases, as the reference's group_parameters
+    (src/forgetting_transformer/utils.py: Linear weights decay, biases not, bias_weight_decay=False).
+  * The gates of all layers are one (n_layer * H, C) matrix, rows l*H .. l*H+H-1 for layer l, so the
+    optimizer sees one 2-D weight to decay.
+
+Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
+Here: `--scheme-file pos_fox.py` on every entry script.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schemes
+from attn_common import hide_later_keys
+
+GATE_BIAS, INIT_STD = 0.0, 0.02  # the reference's: bias 0 (f = 1/2), weight std initializer_range
+
+
+def gate_sums(log_f: torch.Tensor, past: torch.Tensor = None):
+    """log f (B, H, T) of the new tokens, past c (B, H, Tpast) or None -> (c of the new tokens (B, H, T),
+    c of every key (B, H, Tpast + T))."""
+    # c_t = c_{t-1} + log f_t: the running sum, continued from the last cached key
+    c = log_f.cumsum(dim=-1)  # (B, H, T)
+    if past is None:
+        return c, c
+    c = c + past[..., -1:]    # (B, H, T) + (B, H, 1)
+    return c, torch.cat((past, c), dim=-1)  # (B, H, Tpast + T)
+
+
+def forget_bias(c_q: torch.Tensor, c_k: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
+    """Queries at positions i0.. with sums c_q (B, H, R), keys at j0.. with c_k (B, H, S) -> (B, H, R, S)."""
+    # bias_ij = c_i - c_j = sum_{l=j+1..i} log f_l,  -inf where j > i
+    bias = c_q[..., :, None] - c_k[..., None, :]  # (B, H, R, 1) - (B, H, 1, S) -> (B, H, R, S)
+    return hide_later_keys(bias, i0, j0)
+
+
+class ForgetGates(nn.Module):
+    """The forget gates of every layer and head; score_bias is the hook."""
+
+    def __init__(self, n_layer: int, n_head: int, n_embd: int, gate_bias: float = GATE_BIAS,
+                 init_std: float = INIT_STD):
+        super().__init__()
+        self.n_head = n_head
+        self.weight = nn.Parameter(torch.randn(n_layer * n_head, n_embd) * init_std)  # (L H, C)
+        self.bias = nn.Parameter(torch.full((n_layer * n_head,), float(gate_bias)))   # (L H,)
+
+    def log_forget(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        """log f_t of layer `index`'s heads for its input x (B, T, C): (B, H, T), float32."""
+        rows = slice(index * self.n_head, (index + 1) * self.n_head)
+        w, b = self.weight[rows].float(), self.bias[rows].float()  # (H, C), (H,)
+        # log f_t = log sigmoid(w^T x_t + b)
+        with torch.autocast(x.device.type, enabled=False):  # float32 inside a bf16 autocast region too
+            logit = x.float() @ w.T + b                     # (B, T, C) @ (C, H) -> (B, T, H)
+            return F.logsigmoid(logit).transpose(1, 2)      # (B, T, H) -> (B, H, T)
+
+    def score_bias(self, x, layer, offset: int, shared, past):
+        """Per layer: c of the new tokens, continuing past. Per chunk: query rows a..b-1 (positions
+        offset+a ..) against keys s..e-1. Returns (the chunk function, c of every key for the cache)."""
+        if layer.nope:
+            return None, None
+        if (0 if past is None else past.shape[-1]) != offset:
+            raise ValueError(f"fox: the cache holds gate sums of {0 if past is None else past.shape[-1]} keys, "
+                             f"but the new tokens start at position {offset}")
+        c, keys = gate_sums(self.log_forget(x, layer.index), past)  # (B, H, T), (B, H, offset + T)
+
+        def rows(a, b, s, e):  # float32; attn_sdpa casts it to q's dtype
+            return forget_bias(c[..., a:b], keys[..., s:e], offset + a, s)  # (B, H, b-a, e-s)
+        return rows, keys
+
+
+def _build(cfg) -> ForgetGates:
+    return ForgetGates(cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.pos_options["gate_bias"])
+
+
+def _self_check() -> None:
+    x = torch.zeros(1, 5, 8)
+    gates = ForgetGates(1, 2, 8, gate_bias=math.log(3))  # w^T x = 0: f = sigmoid(ln 3) = 3/4 everywhere
+    layer = schemes.Layer(0, False, 0, None)
+    rows, c = gates.score_bias(x, layer, 0, None, None)
+    got = rows(0, 5, 0, 5)  # (1, 2, 5, 5)
+    assert abs(got[0, 0, 2, 0].item() - 2 * math.log(0.75)) < 1e-6 and got[0, 1, 3, 3].item() == 0
+    assert torch.isneginf(got[0, 0, 1, 2]) and abs(c[0, 0, 4].item() - 5 * math.log(0.75)) < 1e-5
+    print(f"ok  f = 3/4: bias[i=2, j=0] = {got[0, 0, 2, 0].item():.6f} = 2 ln(3/4), bias[i, i] = 0, "
+          f"-inf at j > i, c_4 = 5 ln(3/4)")
+    torch.manual_seed(0)
+    gates, x = ForgetGates(1, 2, 8, init_std=1.0), torch.randn(2, 7, 8)
+    full = gates.score_bias(x, layer, 0, None, None)[0](0, 7, 0, 7)
+    _, past = gates.score_bias(x[:, :4], layer, 0, None, None)
+    rows, keys = gates.score_bias(x[:, 4:], layer, 4, None, past)
+    part = rows(0, 3, 0, 7)
+    err = (part - full[:, :, 4:]).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
+    assert err < 1e-5 and torch.equal(part.isinf(), full[:, :, 4:].isinf()) and keys.shape == (2, 2, 7), err
+    print(f"ok  tokens 4..6 with the sums of keys 0..3 as cache state equal rows 4..6 of one call "
+          f"(max diff {err:.1e})")
+    f = torch.sigmoid(torch.tensor(GATE_BIAS)).item()
+    assert f == 0.5
+    print(f"ok  default gate_bias {GATE_BIAS}: f = {f} at step 0, bias -ln 2 = {math.log(f):.4f} per token")
+
+
+schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
+                                score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
+                                options={"gate_bias": GATE_BIAS}))
+
+if __name__ == "__main__":
+    import argparse  # --help prints this docstring; any argument is refused before the work starts
+    argparse.ArgumentParser(description=__doc__ + "\nRun alone, it runs the self-check.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    _self_check()
