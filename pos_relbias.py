@@ -1,0 +1,185 @@
+"""Two learned score biases, as a scheme file: T5's bucketed relative bias ("t5") and FIRE ("fire").
+
+T5: Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
+Transformer" (JMLR). One learned scalar per (bucket, head), one table for every layer (T5 computes
+the bias in its first layer and passes it on). The bucket of a relative position rel = j - i (key
+minus query) is Hugging Face's T5Attention._relative_position_bucket (transformers, models/t5/
+modeling_t5.py), written out below: 32 buckets, max distance 128; causal (decoder): bidirectional=False;
+causal=False: T5's encoder form, bidirectional=True (16 buckets for keys before the query, 16 for keys
+after it: direction-aware, not |i - j|). Init: N(0, n_embd^-0.5), as HF's T5PreTrainedModel._init_weights
+(nn.Embedding's default N(0, 1) would put logits of size 1 on the scores at step 0).
+
+    bias_h(i, j) = table[bucket(j - i), h]                 (causal: -inf where j > i)
+
+FIRE: Li et al., ICLR 2024, "Functional Interpolation for Relative Positions Improves Long Context
+Transformers". A small MLP f (1 -> 32, ReLU, 32 -> H) of the distance, log-compressed and divided by
+the compressed query position, so a longer context is interpolated into the range seen in training:
+
+    bias_h(i, j) = f_h( psi(i - j) / (psi(max(L, i)) + eps) ),     psi(x) = log(|c x| + 1)
+
+Checked against mcleish7/arithmetic, cramming/architectures/embeddings.py, class FIRE (McLeish et al.
+2024's open FIRE; cramming/architectures/attention.py builds one per attention layer). As there:
+  * c starts at 0.1 and L = |L_scale * L0| with L0 fixed and L_scale learned from 1.0: c and L are
+    kept positive by the absolute values inside the formula (a negative c acts as |c|); eps = 1e-6.
+  * one FIRE (MLP, c, L) per layer, not shared as T5's table is; nn.Linear's default init; no weight
+    decay (the file names none, so the repository's default stands).
+  * i and j are absolute positions from 0; causal=False gives psi(|i - j|) with the same normaliser.
+Differences: L0 = cfg.train_len (the reference starts L at 512; here the threshold starts at the
+length the model is trained at, 256 by default, so the normaliser is fixed inside the training window
+and grows with i only past it); log1p for log(. + 1); no random-position training (its max_length).
+
+Both: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
+bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
+FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file pos_relbias.py`.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+import schemes
+from attn_common import hide_later_keys
+
+NUM_BUCKETS, MAX_DISTANCE = 32, 128  # T5's
+FIRE_WIDTH, FIRE_C, FIRE_EPS = 32, 0.1, 1e-6  # the reference's mlp_width, init_c, eps
+L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L is 512)
+
+
+# ----------------------------------------------------------------------------- T5
+
+def t5_bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int = NUM_BUCKETS,
+              max_distance: int = MAX_DISTANCE) -> torch.Tensor:
+    """rel = key position - query position (int tensor) -> its bucket, in [0, num_buckets), same shape.
+    The sign matters: with query - key and bidirectional=False every pair j <= i lands in bucket 0."""
+    bucket = torch.zeros_like(rel)
+    if bidirectional:  # half the buckets for keys after the query (rel > 0), half for the rest
+        num_buckets //= 2
+        bucket = bucket + (rel > 0).long() * num_buckets
+        n = rel.abs()
+    else:  # causal: only keys at or before the query, n = i - j >= 0 (a later key counts as 0)
+        n = (-rel).clamp(min=0)
+    # n < n_exact: bucket n;  else n_exact + floor( log(n / n_exact) / log(max_distance / n_exact) * (nb - n_exact) ),
+    # at most nb - 1;  n_exact = nb / 2.  Float32 in HF's order, so the floor falls where HF's does.
+    exact = num_buckets // 2
+    large = exact + (torch.log(n.clamp(min=exact).float() / exact) / math.log(max_distance / exact)
+                     * (num_buckets - exact)).long()
+    return bucket + torch.where(n < exact, n, large.clamp(max=num_buckets - 1))
+
+
+class T5RelativeBias(nn.Module):
+    """One (buckets, H) table for every layer; prepare looks it up once per forward, per relative position."""
+
+    def __init__(self, n_head: int, n_embd: int, causal: bool = True):
+        super().__init__()
+        self.causal = causal
+        self.table = nn.Embedding(NUM_BUCKETS, n_head)
+        nn.init.normal_(self.table.weight, 0.0, n_embd ** -0.5)  # HF's init (factor 1)
+
+    def prepare(self, x, offset: int) -> torch.Tensor:
+        """The bias of every relative position rel = -(Tk-1) .. Tk-1 of this forward: (H, 2 Tk - 1)."""
+        Tk = offset + x.shape[1]
+        rel = torch.arange(1 - Tk, Tk, device=x.device)                   # (2Tk-1,)
+        return self.table(t5_bucket(rel, not self.causal)).T              # (2Tk-1, H) -> (H, 2Tk-1)
+
+    def score_bias(self, x, layer, offset: int, shared, past):
+        """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1, gathered from shared."""
+        if layer.nope:
+            return None, None
+        Tk = offset + x.shape[1]
+
+        def rows(a, b, s, e):
+            i = torch.arange(offset + a, offset + b, device=x.device)[:, None]  # (b-a, 1)
+            j = torch.arange(s, e, device=x.device)[None, :]                    # (1, e-s)
+            bias = shared[:, j - i + Tk - 1]                                    # (H, b-a, e-s), a new tensor
+            return (hide_later_keys(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+        return rows, None
+
+
+# ----------------------------------------------------------------------------- FIRE
+
+def fire_distance(i: torch.Tensor, j: torch.Tensor, c: torch.Tensor, L: torch.Tensor,
+                  eps: float = FIRE_EPS) -> torch.Tensor:
+    """Query positions i (R, 1), key positions j (1, S), float -> the MLP's input (R, S)."""
+    # u = psi(i - j) / (psi(max(L, i)) + eps),   psi(x) = log(|c x| + 1)
+    num = torch.log1p((c * (i - j)).abs())                    # (R, S)
+    den = torch.log1p((c * torch.maximum(i, L)).abs()) + eps  # (R, 1)
+    return num / den                                           # (R, S)
+
+
+class FIRE(nn.Module):
+    """One layer's FIRE: the MLP f, c and the threshold L = |L_scale * L0|."""
+
+    def __init__(self, n_head: int, L0: float, width: int = FIRE_WIDTH):
+        super().__init__()
+        self.fc, self.proj = nn.Linear(1, width), nn.Linear(width, n_head)
+        self.c = nn.Parameter(torch.tensor(FIRE_C))
+        self.L_scale = nn.Parameter(torch.tensor(1.0))  # learned multiplier of the fixed L0, as the reference
+        self.register_buffer("L0", torch.tensor(float(L0)), persistent=False)  # rebuilt from cfg.train_len
+
+    @property
+    def L(self) -> torch.Tensor:
+        return (self.L_scale * self.L0).abs()
+
+    def block(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+        """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0), no mask."""
+        i = torch.arange(i0, i1, device=self.c.device, dtype=torch.float32)[:, None]  # (R, 1)
+        j = torch.arange(j0, j1, device=self.c.device, dtype=torch.float32)[None, :]  # (1, S)
+        u = fire_distance(i, j, self.c.float(), self.L.float())       # (R, S)
+        h = torch.relu(self.fc(u[..., None]))                          # (R, S, 1) -> (R, S, W)
+        return self.proj(h).permute(2, 0, 1)                           # (R, S, W) -> (R, S, H) -> (H, R, S)
+
+
+class FireLayers(nn.Module):
+    """A FIRE for every layer (the reference builds one per attention layer)."""
+
+    def __init__(self, n_layer: int, n_head: int, train_len: int, causal: bool = True):
+        super().__init__()
+        self.causal = causal
+        self.layers = nn.ModuleList(FIRE(n_head, L_PER_TRAIN_LEN * train_len) for _ in range(n_layer))
+
+    def score_bias(self, x, layer, offset: int, shared, past):
+        """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
+        if layer.nope:
+            return None, None
+        fire = self.layers[layer.index]
+
+        def rows(a, b, s, e):
+            bias = fire.block(offset + a, offset + b, s, e)  # (H, b-a, e-s)
+            return (hide_later_keys(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+        return rows, None
+
+
+def _self_check() -> None:
+    got = t5_bucket(torch.tensor([0, -1, -15, -16, -32, -127, -1000, 5]), bidirectional=False).tolist()
+    assert got == [0, 1, 15, 16, 21, 31, 31, 0], got  # n = 32: 16 + floor(log 2 / log 8 * 16) = 16 + 5
+    print(f"ok  t5 causal buckets of rel 0, -1, -15, -16, -32, -127, -1000, +5: {got}")
+    got = t5_bucket(torch.tensor([1, -1, -8, -16, 16, 1000]), bidirectional=True).tolist()
+    assert got == [17, 1, 8, 10, 26, 31], got  # 16 per side: n = 16 -> 8 + floor(log 2 / log 16 * 8) = 10
+    print(f"ok  t5 bidirectional buckets of rel +1, -1, -8, -16, +16, +1000: {got}")
+    u = fire_distance(torch.tensor([[10.0]]), torch.tensor([[0.0]]), torch.tensor(0.1), torch.tensor(64.0))
+    want = math.log(2.0) / (math.log(7.4) + FIRE_EPS)  # psi(10) / psi(max(64, 10)), c = 0.1
+    assert abs(u.item() - want) < 1e-6, (u.item(), want)
+    print(f"ok  fire u(i=10, j=0; c=0.1, L=64) = ln 2 / ln 7.4 = {u.item():.6f}")
+    torch.manual_seed(0)
+    fire = FIRE(2, 4.0)
+    whole = fire.block(0, 9, 0, 9)
+    err = (fire.block(5, 8, 2, 7) - whole[:, 5:8, 2:7]).abs().max().item()
+    assert err < 1e-6, err
+    print(f"ok  fire block (queries 5..7, keys 2..6) is that block of the whole 9 x 9 bias (max diff {err:.1e})")
+    first = FireLayers(2, 2, train_len=256).layers[0]
+    assert first.L.item() == 256.0 and abs(first.c.item() - FIRE_C) < 1e-7, (first.L.item(), first.c.item())
+    print(f"ok  fire init at train_len 256: c = {first.c.item():.4g}, L = {L_PER_TRAIN_LEN} * 256 = {first.L.item():g}")
+
+
+schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
+                                build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
+                                prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))
+schemes.register(schemes.Scheme("fire", "score bias (learned MLP of distance)", __file__,
+                                build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal),
+                                score_bias=FireLayers.score_bias))
+
+if __name__ == "__main__":
+    import argparse  # --help prints this docstring; any argument is refused before the work starts
+    argparse.ArgumentParser(description=__doc__ + "\nRun alone, it runs the self-check.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    _self_check()

@@ -1,0 +1,218 @@
+"""pos_relbias.py, the T5 and FIRE scheme files: T5's buckets are Hugging Face's and never fall as the distance
+grows; both chunk biases equal a plain-Python double loop over (i, j); chunks of 3 and cached decoding equal the
+full forward; every parameter learns. The schemes are loaded from their file inside a fixture and taken out
+again, so the rest of the session never sees them."""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import schemes
+from conftest import cached_logits
+from tiny_lm import GPTConfig, TinyLM
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PATH = Path(__file__).resolve().parent.parent / "pos_relbias.py"
+NAMES = ("t5", "fire")
+# train_len 16: FIRE's threshold L = 16, so a 40-token window has queries on both sides of it
+KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, "train_len": 16}
+
+
+@pytest.fixture(scope="module")
+def relbias():
+    """{name: entry}, registered from pos_relbias.py for this module only; ns: the file's namespace."""
+    mine = not any(n in schemes.REGISTRY for n in NAMES)  # a session run with EXTRA_SCHEME_FILE may have them
+    try:
+        if mine:
+            assert schemes.load_files([PATH]) == list(NAMES)
+        entries = {n: schemes.get(n) for n in NAMES}
+        yield entries
+    finally:
+        if mine:
+            for n in NAMES:
+                if n in schemes.REGISTRY:
+                    schemes.unregister(n)
+                schemes.FILES.pop(n, None)
+
+
+def ns(entry) -> dict:
+    """The loaded file's globals (its pure functions), reached through its build function."""
+    return entry.build.__globals__
+
+
+def py_bucket(rel: int, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> int:
+    """T5's bucket of rel = key - query, from the definition, in plain Python."""
+    offset = 0
+    if bidirectional:
+        num_buckets //= 2
+        offset, n = (num_buckets if rel > 0 else 0), abs(rel)
+    else:
+        n = max(-rel, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return offset + n
+    return offset + min(num_buckets - 1, exact + int(math.log(n / exact) / math.log(max_distance / exact)
+                                                     * (num_buckets - exact)))
+
+
+def model(name, seed=0, **over):
+    torch.manual_seed(seed)
+    return TinyLM(GPTConfig(**{**KW, "pos": name, **over})).eval()
+
+
+def chunk_err(got, want):
+    """(same -inf pattern, max finite diff) of a chunk against its reference."""
+    return torch.equal(got.isinf(), want.isinf()), (got.double() - want).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
+
+
+# ----------------------------------------------------------------------------- T5's buckets
+
+def test_buckets_are_hugging_faces(relbias):
+    """t5_bucket(j - i) equals T5Attention._relative_position_bucket for rel -3000..3000, both directions; the
+    other sign, query - key, would put every visible pair in bucket 0 (why the file takes key - query)."""
+    t5_attention = pytest.importorskip("transformers.models.t5.modeling_t5").T5Attention
+    rel = torch.arange(-3000, 3001)
+    for bidirectional in (False, True):
+        got = ns(relbias["t5"])["t5_bucket"](rel, bidirectional)
+        want = t5_attention._relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=32,
+                                                      max_distance=128)
+        bad = (got != want).sum().item()
+        assert bad == 0, (f"bidirectional={bidirectional}: {bad} buckets differ from HF's, max diff "
+                          f"{(got - want).abs().max().item()}")
+    flipped = t5_attention._relative_position_bucket(-rel[:3001], bidirectional=False)  # i - j for j <= i
+    assert flipped.abs().max().item() == 0, "query - key with bidirectional=False is not all bucket 0"
+
+
+def test_buckets_never_fall_as_the_distance_grows(relbias):
+    """Causal: bucket(-d) for d = 0..5000 never decreases, is d below 16 and 31 from 128 on; bidirectional:
+    the same on each side, keys after the query in 16..31."""
+    t5_bucket = ns(relbias["t5"])["t5_bucket"]
+    d = torch.arange(0, 5001)
+    before = t5_bucket(-d, False)
+    steps = before.diff()
+    assert steps.min().item() >= 0, f"causal: a bucket falls, min step {steps.min().item()}"
+    assert torch.equal(before[:16], d[:16]) and (before[128:] == 31).all() and before[127].item() == 31
+    for side in (-d, d):
+        b = t5_bucket(side, True)
+        assert b.diff().min().item() >= 0, f"bidirectional: a bucket falls, min step {b.diff().min().item()}"
+    after = t5_bucket(d[1:], True)
+    assert after.min().item() == 17 and after.max().item() == 31, (after.min().item(), after.max().item())
+
+
+# ----------------------------------------------------------------------------- the chunks, against a double loop
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_t5_chunks_are_the_table_at_each_bucket(relbias, causal):
+    """bias_h(i, j) = table[bucket(j - i), h] (-inf where j > i when causal): queries 40..44 after a cache of
+    40 keys, cut into chunks anywhere, against a plain double loop."""
+    entry, m = relbias["t5"], model("t5", causal=causal).t5
+    with torch.no_grad():
+        m.table.weight.copy_(torch.randn(32, 2, generator=torch.Generator().manual_seed(1)))
+    table = m.table.weight.detach().double().tolist()
+    offset, x = 40, torch.randn(1, 5, KW["n_embd"])
+    with torch.no_grad():
+        shared = entry.prepare(m, x, offset)
+        rows, state = entry.score_bias(m, x, schemes.Layer(0, False, 0, None), offset, shared, None)
+    assert state is None
+    for a, b, s, e in ((0, 5, 0, 45), (1, 4, 2, 44), (3, 5, 30, 45)):
+        want = torch.tensor([[[table[py_bucket(j - i, not causal)][h] if j <= i or not causal else -math.inf
+                               for j in range(s, e)] for i in range(offset + a, offset + b)] for h in range(2)],
+                            dtype=torch.float64)
+        same_inf, err = chunk_err(rows(a, b, s, e), want)
+        assert same_inf and err < 1e-6, f"t5 rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
+    nope = entry.score_bias(m, x, schemes.Layer(1, True, 0, None), offset, shared, None)
+    assert nope == (None, None), "a NoPE layer gets no bias"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fire_chunks_are_the_mlp_of_the_normalised_distance(relbias, causal):
+    """bias_h(i, j) = f_h(log(|c (i - j)| + 1) / (log(|c max(L, i)| + 1) + 1e-6)), f = proj(relu(fc(u))), computed
+    in plain Python with c = 0.3 and L = 5, for queries on both sides of L and queries near 4096."""
+    entry, fm = relbias["fire"], model("fire", causal=causal).fire
+    fire = fm.layers[1]
+    with torch.no_grad():
+        fire.c.fill_(0.3)
+        fire.L_scale.fill_(-5.0 / fire.L0.item())  # L = |L_scale * L0| = 5: the sign is lost, as the reference's
+    c, L, eps = 0.3, 5.0, 1e-6
+    w1, b1 = fire.fc.weight.detach().double()[:, 0].tolist(), fire.fc.bias.detach().double().tolist()
+    w2, b2 = fire.proj.weight.detach().double().tolist(), fire.proj.bias.detach().double().tolist()
+
+    def f(i, j, h):
+        u = math.log(abs(c * (i - j)) + 1) / (math.log(abs(c * max(L, i)) + 1) + eps)
+        return sum(w2[h][k] * max(0.0, w1[k] * u + b1[k]) for k in range(len(w1))) + b2[h]
+
+    for offset, T, cuts in ((0, 12, ((0, 12, 0, 12), (2, 9, 1, 10))), (4090, 6, ((0, 6, 0, 4096), (2, 5, 4080, 4095)))):
+        x = torch.randn(1, T, KW["n_embd"])
+        with torch.no_grad():
+            rows, state = entry.score_bias(fm, x, schemes.Layer(1, False, 0, None), offset, None, None)
+            assert state is None
+            for a, b, s, e in cuts:
+                got = rows(a, b, s, e)
+                ks = list(range(s, e)) if e - s < 40 else list(range(s, s + 8)) + list(range(e - 8, e))
+                want = torch.tensor([[[f(i, j, h) if j <= i or not causal else -math.inf for j in ks]
+                                      for i in range(offset + a, offset + b)] for h in range(2)], dtype=torch.float64)
+                same_inf, err = chunk_err(got[..., [j - s for j in ks]], want)
+                assert same_inf and err < 1e-5, f"fire at {offset}: rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
+    assert entry.score_bias(fm, x, schemes.Layer(0, True, 0, None), 0, None, None) == (None, None)
+
+
+def test_init_and_entries(relbias):
+    """T5's table at HF's std n_embd^-0.5; FIRE's c = 0.1 and L = train_len in every layer; no decay, both
+    with a bidirectional form, no cache state needed."""
+    for e in relbias.values():
+        assert e.decay == () and not e.causal_only and e.colour is not None, e
+    std = TinyLM(GPTConfig(**{**KW, "n_embd": 64, "n_head": 8, "pos": "t5"})).t5.table.weight.std().item()
+    assert abs(std - 64 ** -0.5) < 0.04, f"t5 table std {std:.4f}, want {64 ** -0.5:.4f}"
+    for fire in model("fire", train_len=256).fire.layers:
+        assert abs(fire.c.item() - 0.1) < 1e-7 and fire.L.item() == 256.0, (fire.c.item(), fire.L.item())
+
+
+# ----------------------------------------------------------------------------- the model
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("causal", [True, False])
+def test_chunks_of_3_equal_one_chunk(relbias, name, causal):
+    """q_chunk = 3 on every block gives the logits of the default chunk, 40 tokens (distances past 16 and L)."""
+    m = model(name, causal=causal)
+    ids = torch.randint(0, 20, (2, 40), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = m(ids).logits
+        for blk in m.blocks:
+            blk.attn.q_chunk = 3
+        err = (m(ids).logits - full).abs().max().item()
+    assert err < 1e-5, f"{name} causal={causal}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cached_decoding_equals_the_full_forward(relbias, name):
+    """A forward over 11 tokens, then one token at a time through the cache, gives the full forward's logits."""
+    m = model(name)
+    ids = torch.randint(0, 20, (2, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = m(ids).logits
+        cached, cache = cached_logits(m, ids, 11)
+    err = (cached - full).abs().max().item()
+    assert err < 1e-5, f"{name}: cached decoding vs full forward, max logit diff {err:.2e}"
+    assert all(kv.state is None for kv in cache), "no cache state: the bias depends on positions only"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_parameters_get_gradients(relbias, name):
+    """The loss reaches T5's table in every head at each bucket a 40-token window uses (distances 0..39), and
+    every FIRE parameter of every layer: c, L (queries before position 16 are normalised by L), fc, and proj
+    in every head. Not every hidden unit: nn.Linear's init leaves some ReLUs off for every u in [0, 1]."""
+    m = model(name).train()
+    ids = torch.randint(0, 20, (2, 41), generator=torch.Generator().manual_seed(4))
+    m(ids[:, :-1], targets=ids[:, 1:]).loss.backward()
+    for pname, p in m.pos_module.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), pname
+        g = p.grad.abs()
+        if name == "t5":  # (buckets, H): every used bucket, every head
+            g = g[sorted({py_bucket(-d, False) for d in range(40)})]
+        elif pname.endswith("proj.weight") or pname.endswith("proj.bias"):  # (H, W) or (H,): every head
+            g = g.reshape(g.shape[0], -1).amax(dim=-1)
+        else:  # c, L_scale, fc: somewhere
+            g = g.max()
+        assert (g > 0).all(), f"{name}.{pname}: no gradient where one is due, |grad| {g.tolist()}"
