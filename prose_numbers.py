@@ -47,6 +47,7 @@ Keys, `{kind:args}`; the format is the one the page prints:
     bratio:SCHEME:WHAT  at the longest length, over RoPE's: time, memory, evaltime, evalmemory         1.05
     btok:SCHEME         training tokens/s over the reference TinyLM(pos="none")                       0.980
     bwall:s             seconds the benchmark run took                                                  94
+    dyn:FIELD           extrapolation.json's dynamic-NTK cached-decoding check, loss_full or loss_cached  1.9221
 """
 import functools
 import math
@@ -216,6 +217,7 @@ KINDS = {
     "bmib": lambda res, s, what: f"{_bench(res)['memory'][(s, what)] / 2 ** 20:.1f}",
     "bratio": lambda res, s, what: f"{_bratio(res, s, what):.2f}",
     "btok": lambda res, s: f"{_bench(res)['tok_s'][s] / _bench(res)['tok_s']['reference']:.3f}",
+    "dyn": lambda res, field: f"{_rows(res, 'extrapolation')['meta']['dynamic_cached_decoding'][field]:.4f}",
     "bwall": lambda res, unit: f"{_bench(res)['wall_s']:.0f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs']) / 60:.1f}",
 }
@@ -333,4 +335,22 @@ CLAIMS = [
     # docs/recipe.md, the anchor
     ('docs/recipe.md', "**ALiBi's gap, credited through the knob that removes it.** Each of our three ALiBi seeds is above\neach of x-transformers' (means {oursmean:alibi:0|1|2} against {anchormean:alibi}). The knob `xtransformers` moves all three\nof the recipe's remaining differences to theirs at once (the token table, the LayerNorm bias, decay on\nevery parameter) and leaves the ALiBi code as it is. Over three seeds it gives {abl:xtransformers:alibi:0} / {abl:xtransformers:alibi:1} / {abl:xtransformers:alibi:2}\n(mean {ablmean:xtransformers:alibi}) against x-transformers' {anchor:alibi:0} / {anchor:alibi:1} / {anchor:alibi:2}: the two ranges overlap, a tie. So the gap\nis those three choices together, not the ALiBi implementation. One knob at a time cannot say which\ncarries it at one seed: no LayerNorm bias ({abl:no_norm_bias:alibi:0}) and decay on every parameter\n({abl:old+torch_init+decay_all:alibi:0}) sit within the seed spread of the recipe's own ({abl:baseline:alibi:0} at seed 0), and the token table at GPT-2's 0.02 without the\nfactor (`no_emb_scale`) gives {ablmean:no_emb_scale:alibi} on the mean of three seeds. We keep the recipe: the factor sqrt(C)\ngives the sinusoidal PE token vectors of its own scale. The difference is measured and explained,\nnot closed."),
     ('docs/recipe.md', '**RoPE, on the whole head.** With rotary on all 32 dims of each head, as ours, x-transformers gives\n{anchor:rope:0} and {anchor:rope:1} at seeds 0 and 1 against our {ppl:rope:256} and {ppl:rope [seed1]:256}: a tie, as is its default on half of each\nhead (mean {anchormean:rope_half} over three seeds). Past the training length the implementations differ more\nthan at 256. At 4096 x-transformers\' whole-head RoPE reaches {anchor4096:rope:0} and {anchor4096:rope:1}, its half-head default\n{anchor4096:rope_half:0} / {anchor4096:rope_half:1} / {anchor4096:rope_half:2}, ours {ppl:rope:4096} / {ppl:rope [seed1]:4096} / {ppl:rope [seed2]:4096} (results/extrapolation.json): how badly RoPE breaks\nmoves a lot between seeds and implementations, which is why the findings rank only "breaks / does\nnot break".'),
+    # docs/benchmark.md
+    ('docs/benchmark.md', '**Command.** `python benchmark.py` ({bwall:s} s on 2 CPU cores) writes\n[results/benchmark.md](../results/benchmark.md) and the figure below. A scheme of your own is\nmeasured the same way with `--scheme-file` ([your_scheme.md](your_scheme.md)).'),
+    ('docs/benchmark.md', 'Measured on a 2-core CPU: batch 1, no_grad, medians of 5 after a warm-up, schemes interleaved;\nmemory = peak resident set above its baseline, in one fresh subprocess per scheme. At 4096 one\nforward of the whole model takes {bms:rope:4096} ms for RoPE and {bms:alibi:4096} ms for ALiBi, and\npeaks at {bmib:rope:forward 4096} and {bmib:alibi:forward 4096} MiB above the baseline.'),
+    ('docs/benchmark.md', '- **ALiBi costs what RoPE costs.** Its causal bias -m_h (i - j) is m_h j less m_h i, and the second\n  term is the same for every key of a query, so softmax ignores it: the bias is one number per key.\n  That is a dot product, so in float32 attention appends one dimension to q (the constant) and to k\n  (m_h j) and runs the same fused causal kernel as RoPE (`attn_common._sdpa_key_bias`), with no\n  (H, T, T) tensor. At 4096, ALiBi over RoPE: forward time {bratio:alibi:time}, forward memory {bratio:alibi:memory},\n  evaluation time {bratio:alibi:evaltime}, evaluation memory {bratio:alibi:evalmemory} (4 windows of 4096). The logits stay within\n  1e-5 of the bias written out (tests/test_attn_common.py, tests/test_tiny_lm_windows.py). A bias\n  that is not one number per key is asked for 256 queries at a time ([your_scheme.md](your_scheme.md)).'),
+    ('docs/benchmark.md', '- **Training throughput vs a second `TinyLM(pos="none")`, whose attention is one\n  `scaled_dot_product_attention(is_causal=True)` call per layer** (side by side in one process; none is the reference model itself, so its ratio is the noise):\n  none {btok:none}, learned {btok:learned}, sin {btok:sin}, rope {btok:rope}, alibi {btok:alibi}. A single run\'s ratio is noisy;\n  run `python benchmark.py` several times before reading a difference of a few percent. In float32\n  `apply_rope` rotates adjacent pairs as one complex product, `view_as_complex(x) * complex(cos, sin)`,\n  as in Meta\'s Llama code, and a test holds it to the written-out rotation (values and gradients).'),
+    ('docs/benchmark.md', '- **Evaluation memory**, 4 windows of 4096 above the baseline: none {bmib:none:eval}, learned {bmib:learned:eval},\n  sin {bmib:sin:eval}, rope {bmib:rope:eval}, alibi {bmib:alibi:eval} MiB.'),
+    ('docs/results.md', '{ppl:sin:256} at 256, {ppl:sin:512}\n  at 512, {ppl:sin:4096} at 4096, the same jump'),
+    ('docs/results.md', '{ppl:rope:256}, {ppl:rope:512}, {ppl:rope:1024}, {ppl:rope:4096} at\n  256/512/1024/4096. On fixed targets, 192 characters of context (a 448-long window) already\n  cost {ctx:rope:192} against {ctx:rope:0} with none'),
+    ('docs/results.md', 'degrades less in perplexity (x{ratio:none:4096}) than learned, sin or RoPE, but more context hurts\n  it steadily**: {ctx:none:0} -> {ctx:none:3840} on the same targets'),
+    ('docs/results.md', '4096: YaRN {ppl:rope+yarn:4096}, Llama 3 {ppl:rope+llama3:4096}, static NTK {ppl:rope+ntk:4096}, longrope with our factors {ppl:rope+longrope:4096}, against\n  {ppl:rope:4096} unscaled; position interpolation (`linear`) without fine-tuning is worse than nothing\n  ({ppl:rope+linear:4096}). On fixed targets every scaled row is at its best with 0-64 characters of context and\n  gets worse with more (YaRN {ctx:rope+yarn:64} at 64, {ctx:rope+yarn:3840} at 3840; Llama 3 {ctx:rope+llama3:64} and {ctx:rope+llama3:3840})'),
+    ('docs/rope_scaling.md', '| plain RoPE | nothing | {ppl:rope:4096} |'),
+    ('docs/rope_scaling.md', 'neighbours 1/s apart | {ppl:rope+linear:4096} |'),
+    ('docs/rope_scaling.md', 'fast pairs almost kept, slowest / s | {ppl:rope+ntk:4096} |'),
+    ('docs/rope_scaling.md', 'plain RoPE up to 256; factor 1 here | {ppl:rope+dynamic:4096} (= `ntk`'),
+    ('docs/rope_scaling.md', 'cos/sin times 0.1 ln s + 1 | {ppl:rope+yarn:4096} |'),
+    ('docs/rope_scaling.md', 'divide those > 256 by s, blend | {ppl:rope+llama3:4096} |'),
+    ('docs/rope_scaling.md', 'cos/sin times sqrt(1 + ln s / ln 256) | {ppl:rope+longrope:4096} |'),
+    ('docs/rope_scaling.md', 'written: at 1024 on 2 windows, {dyn:loss_full} nats/char by one full forward against {dyn:loss_cached} through the\nKV cache.'),
 ]
