@@ -19,9 +19,10 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
     score_bias(m, x, layer, offset, shared, past) -> (bias, state)
         The bias on the scores of one layer: x (B, T, C) the layer's normalised input, queries at
         positions offset .. offset+T-1 (the whole window, or the new tokens in cached decoding),
-        keys 0 .. offset+T-1. bias is None, a per-key tensor (B?, H, 1, Tk) the same for every query
-        (ALiBi's key form; attn_sdpa adds the causal mask), or a function bias(a, b, s, e) -> the bias of query rows
-        a..b-1 of this call (positions offset+a ..) against keys s..e-1, broadcastable to
+        keys 0 .. offset+T-1. bias is None; or a per-key tensor w (B?, H, 1, Tk), standing for the
+        bias w_j - w_i (ALiBi's key form m_h j; attn_sdpa adds the causal mask); or a function
+        bias(a, b, s, e) -> the bias of query rows a..b-1 of this call (positions offset+a ..)
+        against keys s..e-1, broadcastable to
         (B, H, b-a, e-s): attn_common.attn_sdpa asks for it one chunk of queries at a time, against
         only the keys that chunk can see. With a causal model it holds -inf at every key after its
         query (attn_common.hide_later_keys writes them; attn_sdpa raises on a bias without them).
@@ -43,7 +44,7 @@ The rest of the contract (Scheme's fields):
   * causal_only: it has no bidirectional form (FoX's cumulative gate); GPTConfig(causal=False)
     refuses it and breakage_test.py leaves it out of the bidirectional cells, saying so.
   * options: {name: default}; a variant sets them in GPTConfig.pos_options, checked against the
-    defaults' types, and row_names writes them into the row name (kerple[p=2]).
+    defaults' types, and row_names writes them into the row name (kerple{p=2}).
   * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
   * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS.
@@ -54,18 +55,11 @@ A scheme from outside the repository comes in with `--scheme-file PATH` on every
 (load_files: the file is imported, and what it registers is recorded with the file's path and the
 SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
 
-What comes next, and the hook each would use (none needs a new branch in TinyLM.forward):
-  * T5's bucketed relative bias: score_bias looks up a learned (buckets, H) table at the bucket of
-    each i - j of the chunk.
-  * KERPLE: score_bias, -r1 log(1 + r2 |i - j|) with r1, r2 > 0 learned per head (docs/your_scheme.md).
-  * FIRE: score_bias, an MLP over the normalised distance psi(i - j) / psi(max(L, i)), per chunk.
-  * xPos: rotate_qk with rope_options=True: the layer's RoPE rotation times a per-pair scale
-    zeta^(m / s) on q and zeta^(-n / s) on k (s the scale base).
-  * FoX (forgetting attention): score_bias from the layer's input: a forget gate f_t = sigmoid(w x_t
-    + b) per head, bias_ij = sum_{l=j+1..i} log f_l, the difference of two cumulative sums; the
-    cumulative sum of the past keys is its state in the cache; causal_only.
-  * DroPE (positions dropped from a trained model): an entry with no hooks, like none; RoPE has no
-    weights, so a rope checkpoint loads into it as it is, and the recalibration is a fine-tune.
+Scheme files written to this contract, loaded with --scheme-file (not in the default registry
+until they are trained and measured): examples/kerple.py (KERPLE), pos_relbias.py (T5's bucketed
+bias, FIRE), pos_xpos.py (xPos, rotate_qk with rope_options), pos_fox.py (FoX's forget gate, its
+sums as cache state, causal only). DroPE (positions dropped from a trained model) needs no entry:
+it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 
 Importing a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS
 (base and copy variant of the same name), the figures, the tables, breakage_test.py and benchmark.py.
