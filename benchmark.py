@@ -43,7 +43,7 @@ MiB = 2 ** 20
 @dataclass
 class BenchConfig:
     lengths: tuple = (512, 1024, 2048, 4096)
-    schemes: tuple = tuple(tiny_lm.SCHEMES)  # every scheme registered by import time
+    schemes: tuple = tuple(tiny_lm.SCHEMES)  # parse_args: every scheme registered when it runs
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
@@ -331,7 +331,8 @@ def parse_args(argv=None) -> BenchConfig:
     a = p.parse_args(argv)
     given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw",
                                                                            "scheme_file")}
-    cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **given, memory=not a.no_memory)
+    cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
+                  memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
     try:  # results/ holds the repository's own schemes only
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if schemes.FILES and not a.quick else cfg
     except ValueError as e:

@@ -46,6 +46,7 @@ def test_keys_read_what_their_tables_print():
 NOT_RESULTS = {
     ("bigger_runs.md", "24.6"): "the gpu preset's tokens, arithmetic of its settings",
     ("long_context.md", "83.8"): "a wavelength from RoPE's formula", ("long_context.md", "6.3"): "the same",
+    ("your_scheme.md", "3.5"): "the example's own benchmark run (runs/custom/, not committed)",
     ("recipe.md", "0.125"): "sqrt(2/C), the init's formula", ("recipe.md", "0.088"): "C^-0.5, the init's formula",
     ("rope_scaling.md", "1.874"): "YaRN's mscale formula worked out",
     ("long_context.md", "97"): "irope_copy's earlier run (results/train_log.json at commit 0e6dd48), said so",

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import benchmark
 import row_names
 import schemes
 import tiny_lm
@@ -106,6 +107,8 @@ def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cach
         err = (cached - full).abs().max().item()
         assert err < 1e-5, f"toy_forget: cached decoding vs full forward, max logit diff {err:.2e}"
         assert cache[0].state.shape == (2, KW["n_head"], 30), "the cache keeps the gate sums of every key"
+        assert "toy_forget" in benchmark.parse_args(["--quick", "--scheme-file", str(TOY)]).schemes, \
+            "benchmark.py measures every scheme registered when it runs, a --scheme-file's included"
         with pytest.raises(ValueError, match="causal only"):
             GPTConfig(**KW, pos="toy_forget", causal=False)
         with pytest.raises(ValueError, match="has no option gate"):
