@@ -69,7 +69,6 @@ def resolved(args) -> dict:
     results = Path(args.results) if args.results else (
         out / "results" if args.quick or args.preset == "preview" else results_dir)
     train = replace(TrainConfig(), seed=args.seed, **train_kw)
-    model["train_len"] = train.seq_len  # a scheme's build may read it (GPTConfig.train_len)
     # the copy family's longer schedule, unless a smoke run, a preset or --steps sets the steps
     copy_train = train if (args.quick or args.preset or args.steps) else replace(train, steps=COPY_STEPS)
     return {"model": model, "train": train, "copy_train": copy_train,
@@ -258,7 +257,8 @@ def planned_checkpoints(args, names, settings) -> dict:
         cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
     for name in (n for n in names if n in retrain):
         if name in VARIANTS:
-            cfg, tc = asdict(variant_config(name, model_kw)), settings["copy_train" if name in COPY_OF else "train"]
+            tc = settings["copy_train" if name in COPY_OF else "train"]
+            cfg = asdict(variant_config(name, {"train_len": tc.seq_len, **model_kw}))
         else:
             parent = out / f"{FINETUNES[name]['parent']}.pt"
             if parent not in cks and not parent.exists():

@@ -320,9 +320,9 @@ def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
 def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path):
     """(model, TrainConfig, parent_step) for a variant name, ready to train. model_kw: the
     GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
-    if name in VARIANTS:
+    if name in VARIANTS:  # GPTConfig.train_len: the length it trains at, for a scheme's build
         torch.manual_seed(seed)
-        return TinyLM(variant_config(name, model_kw)), tc, 0
+        return TinyLM(variant_config(name, {"train_len": tc.seq_len, **model_kw})), tc, 0
     ft = FINETUNES[name]
     model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
                                         make_with=f"python train_compare.py --variants {ft['parent']}")
