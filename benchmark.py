@@ -333,8 +333,9 @@ def parse_args(argv=None) -> BenchConfig:
                                                                            "scheme_file")}
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
                   memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
-    try:  # results/ holds the repository's own schemes only
-        cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if schemes.FILES and not a.quick else cfg
+    try:
+        mine = not a.quick and any(s in schemes.FILES for s in cfg.schemes)  # then runs/custom/benchmark
+        cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
         p.error(str(e))
     if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or "rope" not in cfg.schemes:
@@ -379,8 +380,7 @@ def main(argv=None) -> int:
             "wall_s": round(time.perf_counter() - t_start, 1)}
     tiny_lm.atomic_write_text(out / "benchmark.json", json.dumps(data, indent=1))
     redraw(out)
-    print((out / "benchmark.md").read_text(encoding="utf-8"))
-    print(f"wrote {out / 'benchmark.json'}, .md and .png")
+    print((out / "benchmark.md").read_text(encoding="utf-8") + f"\nwrote {out / 'benchmark.json'}, .md and .png")
     return 0
 
 

@@ -194,8 +194,7 @@ def evaluate_twins(model: TinyLM, x: torch.Tensor, y: torch.Tensor, unseen: torc
 
 
 def left_out(cfg: BreakConfig) -> list:
-    """One line per cell left out (a scheme with no bidirectional form: schemes.Scheme.causal_only), stated in
-    the report."""
+    """One line per cell left out, stated in the report: a scheme with no bidirectional form (causal_only)."""
     return [f"{mask} / {pos}: left out, the scheme is causal only (it has no bidirectional form)"
             for mask, poss in (("bidirectional", cfg.wo_schemes), ("no mask", (cfg.lm_pos,))) for pos in poss
             if schemes.get(pos).causal_only]
@@ -398,8 +397,9 @@ def parse_args(argv=None) -> BreakConfig:
     cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
     if lm_steps is not None:
         cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
-    try:  # results/ holds the repository's own schemes only
-        cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if schemes.FILES and not cfg.quick else cfg
+    try:  # results/ holds the repository's own schemes only: a --scheme-file's go to runs/custom/breakage
+        mine = any(s in schemes.FILES for s in (*cfg.wo_schemes, cfg.lm_pos)) and not cfg.quick
+        cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if mine else cfg
     except ValueError as e:
         p.error(str(e))
     bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]

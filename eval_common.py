@@ -23,7 +23,7 @@ import schemes
 import tiny_lm
 import torch
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, order_of,
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, order_of,
                       real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
@@ -57,7 +57,8 @@ def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
     ckpt_default, results_default = run_dirs(args.quick, args.preset)
-    if schemes.FILES and not (args.quick or args.preset):  # where train_compare --scheme-file put them
+    named = [n for n in (getattr(args, "variants", None) or "").split(",") if n]
+    if from_files(named) and not (args.quick or args.preset):  # where train_compare --scheme-file put them
         ckpt_default = Path("runs/custom")
     ckpt_dir = Path(getattr(args, "ckpt_dir", None) or ckpt_default)
     small = args.quick or args.preset == "preview"

@@ -43,13 +43,13 @@ from train_state import (Interrupted, RunConfig, StateError, continue_command, d
                          state_identity)
 from training import copy_batches, train
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
-                      QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, is_copy,
-                      recipe_changes, run_dirs, scheme_file_of, variant_config)
+                      QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, from_files,
+                      is_copy, recipe_changes, run_dirs, scheme_file_of, variant_config)
 
 
 # ----------------------------------------------------------------------------- command line
 
-def resolved(args) -> dict:
+def resolved(args, names=()) -> dict:
     """The settings these arguments stand for: defaults, then --quick or --preset, then every
     flag given explicitly (an explicit flag overrides the preset)."""
     preset = PRESETS.get(args.preset, {})
@@ -63,7 +63,7 @@ def resolved(args) -> dict:
                                        ("seq_len", args.seq_len), ("eval_every", args.eval_every))
                      if v is not None})
     ckpt_dir, results_dir = run_dirs(args.quick, args.preset)
-    if schemes.FILES and not (args.quick or args.preset):  # a --scheme-file run: never runs/main or results/
+    if from_files(names) and not (args.quick or args.preset):  # a --scheme-file scheme: never runs/main, results/
         ckpt_dir = Path("runs/custom")
     out = Path(args.out or ckpt_dir)
     results = Path(args.results) if args.results else (
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     msg = check_args(args, world, names)
     if msg:
         return error(msg)
-    settings = resolved(args)
+    settings = resolved(args, names)
     if args.redraw:
         check_writable(settings["results"], "--results")
         try:

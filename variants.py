@@ -155,6 +155,12 @@ def scheme_file_of(name: str) -> dict:
     return {"scheme_file": dict(schemes.FILES[pos])} if pos in schemes.FILES else {}
 
 
+def from_files(names) -> bool:
+    """Does any of these variant or family names train a scheme that came from a --scheme-file? Such a run
+    writes runs/custom (train_compare, the evaluation scripts), never runs/main or results/."""
+    return any(scheme_file_of(m) for n in names for m in FAMILIES.get(n, [n]) if m in ALL_NAMES)
+
+
 def scaled(name: str) -> bool:
     """Does the training-free RoPE scaling apply to this checkpoint's rows? Yes for the plain variant of a scheme
     that uses RoPE's tables (rope; a registered xPos), and its copy twin; not for the variants built on it."""

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import breakage_test as bt  # noqa: E402
+import schemes  # noqa: E402
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 
 
@@ -177,7 +178,8 @@ def test_left_to_right_loss_matches_last_window_position():
 
 def test_quick_writes_under_runs_quick_by_default():
     assert bt.parse_args(["--quick"]).out == "runs/quick/breakage"
-    assert bt.parse_args([]).out == "results"
+    # every registered scheme by default: one from a --scheme-file (EXTRA_SCHEME_FILE) sends it to runs/custom
+    assert bt.parse_args([]).out == ("runs/custom/breakage" if schemes.FILES else "results")
     assert bt.parse_args(["--quick", "--out", "/elsewhere"]).out == "/elsewhere"
 
 
