@@ -1,6 +1,7 @@
 """Shared pytest setup: import the repo's modules from the repository root, seed every test, and the
 runs several test files read (session fixtures, built once): the --quick chain in a copy of the
 checkout (quick_repo) and the default corpus's validation text (val_text)."""
+import contextlib
 import hashlib
 import os
 import re
@@ -131,6 +132,23 @@ def cached_logits(model, x, prefix: int):
         pieces.append(out.logits)
         cache = out.cache
     return torch.cat(pieces, dim=1), cache
+
+
+@contextlib.contextmanager
+def scheme_file_loaded(path, names):
+    """{name: entry} of the schemes a --scheme-file registers, registered inside the block only (their
+    variants and file record go with them); those a session registered already (EXTRA_SCHEME_FILE) stay."""
+    import schemes
+    mine = not any(n in schemes.REGISTRY for n in names)
+    try:
+        if mine:
+            assert schemes.load_files([path]) == list(names), f"{path} should register {names}"
+        yield {n: schemes.get(n) for n in names}
+    finally:
+        for n in names if mine else ():
+            if n in schemes.REGISTRY:
+                schemes.unregister(n)
+            schemes.FILES.pop(n, None)
 
 
 def repo_files(repo: Path) -> dict:

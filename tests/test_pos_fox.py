@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import schemes
+from conftest import scheme_file_loaded
 import variants
 from conftest import cached_logits
 from tiny_lm import GPTConfig, TinyLM
@@ -22,16 +23,8 @@ KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64}
 @pytest.fixture(scope="module")
 def fox():
     """The scheme's entry, registered from pos_fox.py for this module only."""
-    mine = "fox" not in schemes.REGISTRY  # a session run with EXTRA_SCHEME_FILE may have it already
-    try:
-        if mine:
-            assert schemes.load_files([PATH]) == ["fox"]
-        yield schemes.get("fox")
-    finally:
-        if mine:
-            if "fox" in schemes.REGISTRY:
-                schemes.unregister("fox")
-            schemes.FILES.pop("fox", None)
+    with scheme_file_loaded(PATH, ["fox"]) as entries:
+        yield entries["fox"]
 
 
 def model_with_gates(seed=0, **over):

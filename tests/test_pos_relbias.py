@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import schemes
+from conftest import scheme_file_loaded
 from conftest import cached_logits
 from tiny_lm import GPTConfig, TinyLM
 
@@ -23,18 +24,8 @@ KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, 
 @pytest.fixture(scope="module")
 def relbias():
     """{name: entry}, registered from pos_relbias.py for this module only; ns: the file's namespace."""
-    mine = not any(n in schemes.REGISTRY for n in NAMES)  # a session run with EXTRA_SCHEME_FILE may have them
-    try:
-        if mine:
-            assert schemes.load_files([PATH]) == list(NAMES)
-        entries = {n: schemes.get(n) for n in NAMES}
+    with scheme_file_loaded(PATH, NAMES) as entries:
         yield entries
-    finally:
-        if mine:
-            for n in NAMES:
-                if n in schemes.REGISTRY:
-                    schemes.unregister(n)
-                schemes.FILES.pop(n, None)
 
 
 def ns(entry) -> dict:

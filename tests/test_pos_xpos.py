@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import schemes
+from conftest import scheme_file_loaded
 from conftest import cached_logits
 from pos_rope import RotaryEmbedding, ScaledRotaryEmbedding
 from tiny_lm import GPTConfig, TinyLM
@@ -23,16 +24,8 @@ GAMMA, S = 0.4, 512.0
 @pytest.fixture(scope="module")
 def xpos():
     """The scheme's entry, registered from pos_xpos.py for this module only."""
-    mine = "xpos" not in schemes.REGISTRY  # a session run with EXTRA_SCHEME_FILE may have it already
-    try:
-        if mine:
-            assert schemes.load_files([PATH]) == ["xpos"]
-        yield schemes.get("xpos")
-    finally:
-        if mine:
-            if "xpos" in schemes.REGISTRY:
-                schemes.unregister("xpos")
-            schemes.FILES.pop("xpos", None)
+    with scheme_file_loaded(PATH, ["xpos"]) as entries:
+        yield entries["xpos"]
 
 
 def turn(entry, rope, v, pos, centre=128):
