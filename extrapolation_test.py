@@ -278,7 +278,9 @@ def redraw(results: Path) -> int:
     import plots
     data = json_to_redraw(results / "extrapolation.json", "python extrapolation_test.py")
     rows, meta, lengths = data["rows"], data["meta"], data["meta"]["lengths"]
-    rows = [{**r, "pos_file_loc": core_loc(r["pos"])} for r in rows]  # the code as it is now, not at scoring
+    # the code as it is now, not at scoring; a row whose scheme is not loaded (another --scheme-file's) keeps its count
+    rows = [{**r, "pos_file_loc": core_loc(r["pos"]) if r["pos"] in schemes.REGISTRY else r.get("pos_file_loc")}
+            for r in rows]
     tiny_lm.atomic_write_text(results / "extrapolation.csv", csv_text(rows))
     table = (preview_table if meta.get("preset") == "preview" else markdown_table)(rows, meta)
     tiny_lm.atomic_write_text(results / "extrapolation.md", table)
