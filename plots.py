@@ -307,7 +307,7 @@ def ppl_vs_length(path, rows, lengths) -> None:
     training and RoPE fine-tuned with YaRN (whichever exist in rows), labelled at their ends."""
     plt = _plt()
     train_len = rows[0]["train_len"]
-    pick = [r for r in rows if r["variant"] in headline()]
+    pick = [r for r in rows if r["variant"] in headline()] or rows  # rows of schemes not loaded now: all of them
     fig, ax = plt.subplots(figsize=(10, 5.6))
     values = [r[f"ppl_{L}"] for r in pick for L in lengths]
     ends = []

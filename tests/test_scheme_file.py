@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import benchmark
+import extrapolation_test
 import row_names
 import schemes
 import tiny_lm
@@ -222,3 +223,22 @@ def test_the_page_shows_the_example_file_as_it_is():
     shown = page.split("<!-- example:start -->\n```python\n", 1)[1].split("\n```\n<!-- example:end -->", 1)[0]
     assert shown == (root / "examples" / "kerple.py").read_text(encoding="utf-8").rstrip("\n"), \
         "docs/your_scheme.md's example differs from examples/kerple.py; copy the file into the page"
+
+
+def test_a_redraw_keeps_the_rows_of_a_scheme_not_loaded(tmp_path):
+    """A results folder may hold rows of a --scheme-file's scheme that a later run did not load: extrapolation_test
+    --redraw keeps those rows and their code-line count instead of failing on the unknown scheme."""
+    res = tmp_path / "res"
+    with toy_loaded():
+        assert train_compare.main(["--quick", "--scheme-file", str(TOY), "--variants", "toy_forget", "--steps", "2",
+                                   "--eval-every", "1", "--seq-len", "32", "--out", str(tmp_path), "--results",
+                                   str(res)]) == 0
+        assert extrapolation_test.main(["--quick", "--scheme-file", str(TOY), "--ckpt-dir", str(tmp_path), "--variants",
+                                        "toy_forget", "--results", str(res), "--lengths", "32,64", "--tokens", "128",
+                                        "--scalings", "", "--decode-len", "0"]) == 0
+    before = json.loads((res / "extrapolation.json").read_text(encoding="utf-8"))["rows"][0]["pos_file_loc"]
+    if "toy_forget" in schemes.REGISTRY:
+        pytest.skip("the session registered toy_forget (EXTRA_SCHEME_FILE): nothing is unloaded here")
+    assert extrapolation_test.main(["--redraw", "--results", str(res)]) == 0
+    text = (res / "extrapolation.md").read_text(encoding="utf-8")
+    assert "| toy_forget |" in text and before > 0, text[:600]
