@@ -56,8 +56,8 @@ A scheme from outside the repository comes in with `--scheme-file PATH` on every
 SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
 
 Scheme files written to this contract, loaded with --scheme-file (not in the default registry
-until they are trained and measured): examples/kerple.py (KERPLE), pos_relbias.py (T5's bucketed
-bias, FIRE), pos_xpos.py (xPos, rotate_qk with rope_options), pos_fox.py (FoX's forget gate, its
+until they are trained and measured): examples/kerple.py (KERPLE), field_relbias.py (T5's bucketed
+bias, FIRE), field_xpos.py (xPos, rotate_qk with rope_options), field_fox.py (FoX's forget gate, its
 sums as cache state, causal only). DroPE (positions dropped from a trained model) needs no entry:
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 

@@ -30,7 +30,7 @@ and grows with i only past it); log1p for log(. + 1); no random-position trainin
 
 Both: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
-FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file pos_relbias.py`.
+FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file field_relbias.py`.
 """
 import math
 

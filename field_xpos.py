@@ -32,7 +32,7 @@ and base, centre len(t) // 2 of the sequence, its scale cast to q's dtype (ours 
 end). The paper's blockwise causal attention (BCA, at inference) is not part of this scheme.
 
 Copying the file into another project takes pos_rope.py with it (the rotation is its RotaryEmbedding);
-drop the schemes.register line at the bottom. Here: `--scheme-file pos_xpos.py` on every entry script.
+drop the schemes.register line at the bottom. Here: `--scheme-file field_xpos.py` on every entry script.
 """
 import math
 

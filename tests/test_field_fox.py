@@ -1,4 +1,4 @@
-"""pos_fox.py, the FoX scheme file (Lin et al. 2025, forgetting attention): the bias is the sum of log forget
+"""field_fox.py, the FoX scheme file (Lin et al. 2025, forgetting attention): the bias is the sum of log forget
 gates between key and query, computed here in a plain double loop; cached decoding and chunks of 3 equal the
 full forward; the gates learn; only the gate weights decay; a bidirectional model is refused. The scheme is
 loaded from its file inside a fixture and taken out again, so the rest of the session never sees it."""
@@ -16,13 +16,13 @@ from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PATH = Path(__file__).resolve().parent.parent / "pos_fox.py"
+PATH = Path(__file__).resolve().parent.parent / "field_fox.py"
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64}
 
 
 @pytest.fixture(scope="module")
 def fox():
-    """The scheme's entry, registered from pos_fox.py for this module only."""
+    """The scheme's entry, registered from field_fox.py for this module only."""
     with scheme_file_loaded(PATH, ["fox"]) as entries:
         yield entries["fox"]
 

@@ -1,4 +1,4 @@
-"""pos_relbias.py, the T5 and FIRE scheme files: T5's buckets are Hugging Face's and never fall as the distance
+"""field_relbias.py, the T5 and FIRE scheme files: T5's buckets are Hugging Face's and never fall as the distance
 grows; both chunk biases equal a plain-Python double loop over (i, j); chunks of 3 and cached decoding equal the
 full forward; every parameter learns. The schemes are loaded from their file inside a fixture and taken out
 again, so the rest of the session never sees them."""
@@ -15,7 +15,7 @@ from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PATH = Path(__file__).resolve().parent.parent / "pos_relbias.py"
+PATH = Path(__file__).resolve().parent.parent / "field_relbias.py"
 NAMES = ("t5", "fire")
 # train_len 16: FIRE's threshold L = 16, so a 40-token window has queries on both sides of it
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, "train_len": 16}
@@ -23,7 +23,7 @@ KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, 
 
 @pytest.fixture(scope="module")
 def relbias():
-    """{name: entry}, registered from pos_relbias.py for this module only; ns: the file's namespace."""
+    """{name: entry}, registered from field_relbias.py for this module only; ns: the file's namespace."""
     with scheme_file_loaded(PATH, NAMES) as entries:
         yield entries
 

@@ -1,4 +1,4 @@
-"""pos_xpos.py, the xPos scheme file (Sun et al. 2022): q.k is RoPE's term of each pair times zeta_i^((m-n)/s),
+"""field_xpos.py, the xPos scheme file (Sun et al. 2022): q.k is RoPE's term of each pair times zeta_i^((m-n)/s),
 computed here pair by pair with plain math; it depends on m - n only; cached decoding equals the full forward;
 bfloat16 keeps the float32 result within bf16 rounding. The scheme is loaded from its file inside a fixture
 and taken out again, so the rest of the session never sees it."""
@@ -16,14 +16,14 @@ from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PATH = Path(__file__).resolve().parent.parent / "pos_xpos.py"
+PATH = Path(__file__).resolve().parent.parent / "field_xpos.py"
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64}
 GAMMA, S = 0.4, 512.0
 
 
 @pytest.fixture(scope="module")
 def xpos():
-    """The scheme's entry, registered from pos_xpos.py for this module only."""
+    """The scheme's entry, registered from field_xpos.py for this module only."""
     with scheme_file_loaded(PATH, ["xpos"]) as entries:
         yield entries["xpos"]
 

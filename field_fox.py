@@ -32,7 +32,7 @@ Conventions:
     optimizer sees one 2-D weight to decay.
 
 Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
-Here: `--scheme-file pos_fox.py` on every entry script.
+Here: `--scheme-file field_fox.py` on every entry script.
 """
 import math
 
