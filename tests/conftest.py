@@ -151,10 +151,15 @@ def scheme_file_loaded(path, names):
             schemes.FILES.pop(n, None)
 
 
+BUILT_CORPUS = ("data/shakespeare.txt", "data/shakespeare.split.json")  # ignored by git, built on first use
+
+
 def repo_files(repo: Path) -> dict:
-    """{path: sha256} of every file of a checkout but runs/ and __pycache__: what no command may change."""
+    """{path: sha256} of every file of a checkout but runs/, __pycache__ and the built corpus (a clean clone
+    builds it on its first run): what no command may change."""
     return {str(f.relative_to(repo)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(repo.rglob("*"))
-            if f.is_file() and f.relative_to(repo).parts[0] != "runs" and "__pycache__" not in f.parts}
+            if f.is_file() and f.relative_to(repo).parts[0] != "runs" and "__pycache__" not in f.parts
+            and f.relative_to(repo).as_posix() not in BUILT_CORPUS}
 
 
 def copy_checkout(dst: Path) -> None:
@@ -167,7 +172,7 @@ def copy_checkout(dst: Path) -> None:
         if src.is_file():  # a tracked file someone is deleting right now is simply left out
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / rel)
-    for rel in ("data/shakespeare.txt", "data/shakespeare.split.json"):  # ignored by git; saves the build
+    for rel in BUILT_CORPUS:  # saves the build
         if (ROOT / rel).is_file():
             shutil.copy2(ROOT / rel, dst / rel)
 
