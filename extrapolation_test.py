@@ -58,6 +58,7 @@ from tqdm import tqdm
 
 import row_names
 import schemes
+import streaming
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
@@ -170,8 +171,14 @@ def settings(args) -> dict:
             "decode_len": decode_len, "decode_windows": decode_windows}
 
 
+# StreamingLLM (streaming.py), training-free, on the models the paper streams (Llama's RoPE, MPT's ALiBi): the row
+# "<name> (streaming)" reads through a cache of 4 first tokens + the 252 latest, positions inside the cache; its
+# control "<name> (window)" through the 256 latest. A cache the size of the training length, at every length.
+STREAMED, STREAMING, WINDOW = ("rope", "alibi"), "streaming", "window"
+
+
 def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
-    """(row name, checkpoint path, scaling kind, "clamp" or None) for every row of the table."""
+    """(row name, checkpoint path, scaling kind, or "clamp", "streaming", "window", or None) for every row."""
     jobs = [(n, ckpt_dir / f"{n}.pt", None) for n in names]
     for n in [n for n in names if scaled(n) and n not in COPY_OF]:  # every scheme that uses RoPE's tables
         at = [j[0] for j in jobs].index(n) + 1
@@ -179,6 +186,9 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     if "learned" in names and not args.variants:
         clamped = row_names.row_name("learned", switch="clamped")
         jobs.insert(names.index("learned") + 1, (clamped, ckpt_dir / "learned.pt", "clamp"))
+    for n in [n for n in STREAMED if n in names]:  # after the checkpoint's other rows
+        at = max(i for i, j in enumerate(jobs) if j[1] == ckpt_dir / f"{n}.pt") + 1
+        jobs[at:at] = [(row_names.row_name(n, switch=w), ckpt_dir / f"{n}.pt", w) for w in (STREAMING, WINDOW)]
     seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
         ([] if args.quick or args.preset else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
     for d in filter(None, seed_dirs):
@@ -194,9 +204,12 @@ def score_row(job, data, s, args, make):
     lengths = s["lengths"]
     model, ck = load_checked(path, device, make, vocab, fingerprint, longest=lengths[-1])
     cfg, L_train = model.cfg, train_len_of(ck)
+    switch = scaling in ("clamp", STREAMING, WINDOW)  # an evaluation switch, not a RoPE scaling
     if scaling == "clamp":
         clamp_learned_rows(model, L_train)
-    set_length = length_setter(model, None if scaling == "clamp" else scaling, L_train)
+    elif scaling in (STREAMING, WINDOW):
+        model.set_streaming(streaming.N_SINK if scaling == STREAMING else 0, L_train)
+    set_length = length_setter(model, None if switch else scaling, L_train)
     losses, per_char, secs = evaluate(model, val_ids, lengths, blocks, args.batch_tokens, row, set_length)
     decode = None
     if scaling == "dynamic" and s["decode_len"]:
@@ -204,7 +217,7 @@ def score_row(job, data, s, args, make):
         decode = {"variant": row, "factor": 1.0, "original_max_len": L_train,
                   **cached_vs_full(model, val_ids, s["decode_len"], s["decode_windows"])}
     kind, factor = "", ""
-    if scaling not in (None, "clamp"):
+    if scaling is not None and not switch:
         kind, factor = split_scaling(scaling)[0], factor_label(scaling)  # also a fixed-factor row, yarn@16
     elif scaling is None and cfg.rope_scaling:
         kind, factor = cfg.rope_scaling["rope_type"], f"{cfg.rope_scaling['factor']:g}"
@@ -339,6 +352,10 @@ def markdown_table(rows, meta) -> str:
         "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
         "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
         "fine-tune (its extra compute: docs/results.md).",
+        *([f"<name> (streaming): StreamingLLM (streaming.py), training-free: every layer reads through a cache "
+           f"of {streaming.N_SINK} first tokens + the latest, positions counted inside the cache; <name> (window): "
+           f"its control, the latest keys only; both a cache of the training length, so both equal the model's "
+           f"own row up to it."] if any(row_names.parse(r["variant"]).switch == STREAMING for r in rows) else []),
         "core LoC: lines of code (no comments, docstrings, blank lines or self-check) of the scheme's plain "
         "form, the part of its pos_*.py file before the first `# ---- ` fence; for RoPE that is plain RoPE, "
         "without its options, scalings and Hugging Face config reading. Counted from the code at redraw.",

@@ -74,7 +74,10 @@ DASHES = {
     "llama3": (0, (3, 1, 1, 1)), "longrope": (0, (8, 1.5, 1, 1.5)),
     # evaluation switches: the learned table clamped at its last row; irope with its temperature off
     "clamped": (0, (1, 3)), "no temp": (0, (2, 3)), "temp on": (0, (5, 1.5, 1, 1.5)),
+    # StreamingLLM's cache (4 first tokens + the latest) and its control, the plain window (streaming.py)
+    "streaming": (0, (6, 1.5)), "window": (0, (1, 1.2)),
 }
+STREAM_SWITCHES = ("streaming", "window")
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
 EXEMPT = ("ref", "seed")  # gids check_distinct skips
@@ -248,10 +251,12 @@ HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts th
 
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
-    fixed (the same at a fixed factor), finetune, hybrid (mixed layer layouts), option (every
-    other base variant); a row trained on the copy curriculum gets "copy_" before its group."""
+    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), hybrid (mixed
+    layer layouts), option (every other base variant); a copy-trained row gets "copy_" before its group."""
     r = row_names.parse(name)
-    if r.finetune is not None:
+    if r.switch in STREAM_SWITCHES:
+        group = "streaming"
+    elif r.finetune is not None:
         group = "finetune"
     elif r.scaling:
         group = "fixed" if r.fixed else "scaled"
@@ -346,6 +351,8 @@ PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
               ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
               ("RoPE options", "option", ("rope",)),
               ("hybrid layer layouts", "hybrid", ("rope",)),
+              ("StreamingLLM (4 first tokens + the latest) and a plain window, a cache of 256", "streaming",
+               ("rope", "alibi")),
               ("the copy-trained family", "copy_five", ()),
               ("the copy-trained family: hybrid layouts", "copy_hybrid", ("rope_copy",)),
               ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy"))]

@@ -44,6 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import schemes
+import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim
 from schemes import Layer
@@ -208,6 +209,7 @@ class Attention(nn.Module):
         super().__init__()
         self.n_head, self.head_dim, self.causal = cfg.n_head, cfg.n_embd // cfg.n_head, cfg.causal
         self.window, self.window_kind = window, cfg.window_kind
+        self.stream = None  # (n_sink, cache size) while TinyLM.set_streaming is on: StreamingLLM's cache (streaming.py)
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=False)
         self.out = nn.Linear(cfg.n_embd, cfg.n_embd, bias=False)
         # attention sinks: one logit per head that joins every query's softmax over a key whose value is 0
@@ -228,6 +230,11 @@ class Attention(nn.Module):
         B, T, C = x.shape
         scheme = scheme or schemes.get("none")
         q, k, v = self.split_heads(x)
+        q_sink = None
+        if self.stream is not None and kv is None and scheme.rotate_qk is not None and T > self.stream[1]:
+            # StreamingLLM: the queries as seen from the cache's last place, for their scores on the sinks
+            q_sink = streaming.requery(q, lambda qq, kk, at: scheme.rotate_qk(module, qq, kk, at, layer),
+                                       self.stream[1] - 1)
         if scheme.rotate_qk is not None:  # RoPE and its relatives: turn q and k (never v)
             q, k = scheme.rotate_qk(module, q, k, offset, layer)
         if q_scale is not None:
@@ -245,8 +252,12 @@ class Attention(nn.Module):
                 extra = torch.cat((extra.expand(*lead, extra.shape[-1]), sink.expand(*lead, 1)), dim=-1)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
-        y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window, q_chunk=self.q_chunk,
-                      window_kind=self.window_kind, extra_logits=extra)  # (B, H, T, D)
+        if self.stream is not None and kv is None:  # an evaluation switch (set_streaming); no training runs it
+            y = streaming.attend(q, k, v, bias, *self.stream, q_sink=q if q_sink is None else q_sink,
+                                 q_chunk=self.q_chunk)  # (B, H, T, D)
+        else:
+            y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window, q_chunk=self.q_chunk,
+                          window_kind=self.window_kind, extra_logits=extra)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
         return self.out(y), LayerCache(k, v, state)
 
@@ -434,6 +445,28 @@ class TinyLM(nn.Module):
         if self.global_rope is not None:
             self.global_rope = self._rope(scaling, global_layers=True).to(device)
         self.cfg.rope_scaling = scaling
+
+    def set_streaming(self, n_sink: int = None, window: int = None) -> None:
+        """StreamingLLM at evaluation (streaming.py): every layer reads through a cache of `window` entries,
+        n_sink first tokens and the most recent ones, positions read inside the cache; n_sink=0 is the plain
+        window. set_streaming(None) switches it off. Refused where the cache's positions cannot be read again:
+        positions added to the input (the scheme's input_rows), local layers, Llama 4's temperature, sinks."""
+        if n_sink is None:
+            for blk in self.blocks:
+                blk.attn.stream = None
+            return
+        c = self.cfg
+        why = ("positions added to the input cannot be read again inside the cache" if self.scheme.input_rows
+               else "it has local layers already" if self.local_layers
+               else "Llama 4's temperature reads text positions" if c.attn_temperature_tuning and self.nope_layers
+               else "learned sinks take the first tokens' role" if c.sinks or self.scheme.extra_logits
+               else "it is not causal" if not c.causal else None)
+        if why:
+            raise ValueError(f"StreamingLLM is not defined for this model (pos={c.pos!r}): {why}")
+        if not (isinstance(window, int) and isinstance(n_sink, int) and 0 <= n_sink < window):
+            raise ValueError(f"set_streaming needs ints 0 <= n_sink < window, got {n_sink!r}, {window!r}")
+        for blk in self.blocks:
+            blk.attn.stream = (n_sink, window)
 
     def num_params(self, pos_only: bool = False) -> int:
         mods = [self.pos_module] if pos_only else [self]
