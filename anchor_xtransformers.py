@@ -34,6 +34,7 @@ interrupted run continues model by model.
 
     python anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
     python anchor_xtransformers.py --schemes rope_half   # x-transformers' default RoPE, half of each head
+    python anchor_xtransformers.py --schemes t5,xpos,fox   # the field's schemes (docs/field.md)
     python anchor_xtransformers.py --seed 1 && python anchor_xtransformers.py --seed 2   # two more seeds
     python anchor_xtransformers.py --quick           # smoke run: 2 layers of 32, 30 steps, under runs/quick/
 """
@@ -61,9 +62,17 @@ from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig
 
 # Decoder's switches per scheme, given the head dim d. rope turns the whole head, as TinyLM's RoPE does;
 # rope_half is x-transformers' default (rotary_emb_dim = d // 2), kept to show what that default costs.
+# The field's schemes (docs/field.md sets them beside field_relbias.py, field_xpos.py and field_fox.py), each at
+# x-transformers' defaults: t5, its RelativePositionBias (32 causal buckets, max distance 128, as ours; one table
+# per model as T5); xpos, RotaryEmbedding(use_xpos=True) on the whole head, scale base 512 as ours but centred at
+# the middle of each input (ours: a fixed centre, 128); fox, its DataDependentAlibi (the forget gate's bias
+# starts at 5.0, ours at the FoX reference's 0; a (B, H, T, T) bias built whole).
 SCHEMES = {"rope": lambda d: {"rotary_pos_emb": True, "rotary_emb_dim": d},
            "rope_half": lambda d: {"rotary_pos_emb": True},
-           "alibi": lambda d: {"alibi_pos_bias": True}}
+           "alibi": lambda d: {"alibi_pos_bias": True},
+           "t5": lambda d: {"rel_pos_bias": True},
+           "xpos": lambda d: {"rotary_xpos": True, "rotary_emb_dim": d},
+           "fox": lambda d: {"attn_data_dependent_alibi": True}}
 
 
 @dataclass

@@ -8,8 +8,9 @@ A row of a results table names what was evaluated, its parts in this order:
               this file has never seen (t5, kerple, fire, xpos, fox, rope_sink) is a base like any other
     _copy     trained on the copy curriculum (variants.COPY_OF): rope_copy, gemma_hybrid_copy
     _notemp   trained with Llama 4's attention temperature off: irope_copy_notemp
-    _ft       fine-tuned at a longer length (variants.FINETUNES), then the recipe: yarn, linear,
-              none (the control without a scaling; alibi_ft leaves the recipe out), drope, ...
+    _ft       fine-tuned (variants.FINETUNES), then the recipe: at 4x the length yarn, linear, none (the
+              control without a scaling; alibi_ft leaves the recipe out); at the same length drope
+              (positions dropped, then recalibrated) and keep (its control, positions kept)
     +scaling  a training-free RoPE scaling set at evaluation (eval_common.SCALINGS): rope+yarn;
               ntk(4s) is ntk with 4 times the factor s = L / L_train
     @factor   the same scaling at one fixed factor at every length: rope+yarn@16

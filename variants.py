@@ -3,7 +3,7 @@ kind of run writes.
 
 A variant is a name for one GPTConfig change against the tiny LM of tiny_lm.py (the position
 scheme, a RoPE base, a RoPE option), or a fine-tune recipe that continues a parent checkpoint
-at 4x its length. Every script that trains or evaluates checkpoints reads the names from here.
+at 4x its length (or at its own length: DroPE and its control, RECALIBRATIONS). Every script that trains or evaluates checkpoints reads the names from here.
 
 Output folders follow one rule (run_dirs): a real run writes checkpoints to runs/main and
 tables and figures to results/; a smoke run (--quick) or a preview (--preset preview) writes
@@ -60,7 +60,6 @@ VARIANTS.update({
     #   what the hybrids fetch beyond the window is credited to the layout only if this fetches it too.
     "hybrid_rope": {"pos": "rope", "attn_window": 64, "window_kind": "sliding", "global_every": 4},
     # Attention sinks (gpt-oss), a model option every scheme takes: one learned logit per head and layer.
-    # Declared, not trained yet.
     "rope_sink": {"pos": "rope", "sinks": True},
     "alibi_sink": {"pos": "alibi", "sinks": True},
 })
@@ -72,6 +71,7 @@ COPY_OF = {f"{s}_copy": s for s in (*schemes.names(), "irope")}  # every scheme,
 # trained with it on, so its "(no temp)" row switches off a factor the weights were trained with).
 COPY_OF["irope_copy_notemp"] = "irope"
 COPY_OF["gemma_hybrid_copy"] = "gemma_hybrid"
+COPY_OF.update({"rope_sink_copy": "rope_sink", "alibi_sink_copy": "alibi_sink"})
 COPY_OF["hybrid_rope_copy"] = "hybrid_rope"
 VARIANTS.update({name: VARIANTS[s] for name, s in COPY_OF.items()})
 VARIANTS["irope_copy_notemp"] = {**VARIANTS["irope"], "attn_temperature_tuning": False}
@@ -91,6 +91,23 @@ FINETUNES = {"rope_ft_linear": _ft("rope", "linear"), "rope_ft_yarn": _ft("rope"
              "rope_ft_none": _ft("rope"), "alibi_ft": _ft("alibi"),
              "rope_copy_ft_yarn": _ft("rope_copy", "yarn"), "rope_copy_ft_none": _ft("rope_copy"),
              "alibi_copy_ft": _ft("alibi_copy")}
+
+
+# Recalibrations continue a parent at its own length, with the same step budget as the fine-tunes above
+# (10% of its steps, the same tokens per step). DroPE (Gelberg et al., ICLR 2026, "Extending the Context of
+# Pretrained LLMs by Dropping Their Positional Embeddings"): the positions are removed after training (pos
+# becomes none: RoPE has no weights, so every weight carries over) and the model recalibrates at its
+# training length; long windows are then read without any scaling. Not here: the paper's optional
+# changes to the softmax scale at long lengths. *_ft_keep is its compute-matched control: the same
+# steps at the same length with the positions kept, so that DroPE differs from it in one thing.
+RECALIBRATIONS = {"drope": {"pos": "none"}, "keep": {}}
+
+
+def _recal(parent: str, recipe: str) -> dict:
+    return {**_ft(parent), "seq_len_mult": 1, **RECALIBRATIONS[recipe]}
+
+
+FINETUNES.update({f"{p}_ft_{recipe}": _recal(p, recipe) for p in ("rope", "rope_copy") for recipe in RECALIBRATIONS})
 ALL_NAMES = list(VARIANTS) + list(FINETUNES)
 
 
@@ -115,8 +132,8 @@ schemes.on_change(_follow_registry)
 def admit(names) -> list:
     """Make known the names built from registered schemes by the row-name grammar (row_names.py) that no
     table lists: a scheme with options, kerple{p=2} (GPTConfig.pos_options), its copy twin kerple{p=2}_copy,
-    and a fine-tune of any known variant, <variant>_ft_none (or _ft) for every scheme, _ft_<scaling> for a
-    scheme that uses RoPE's tables. Returns the names that stay unknown; a name that breaks a scheme's
+    and a fine-tune of any known variant, <variant>_ft_none (or _ft), _ft_drope and _ft_keep for every scheme,
+    _ft_<scaling> for a scheme that uses RoPE's tables. Returns the names that stay unknown; a name that breaks a scheme's
     options or asks a scaling of a scheme without RoPE's tables raises ValueError with one line."""
     unknown = []
     for name in names:
@@ -137,7 +154,10 @@ def admit(names) -> list:
                 VARIANTS[v] = {"pos": scheme, **({"pos_options": options} if options else {})}
                 ALL_NAMES.append(v)
         COPY_OF.setdefault(f"{r.base}_copy", r.base)
-        if r.finetune is not None and name not in FINETUNES:
+        if r.finetune in RECALIBRATIONS and name not in FINETUNES:  # kerple_ft_drope, fox_ft_keep
+            FINETUNES[name] = _recal(r.variant, r.finetune)
+            ALL_NAMES.append(name)
+        elif r.finetune is not None and name not in FINETUNES:
             kind = None if r.finetune in ("", "none") else r.finetune
             if kind is not None and not schemes.get(scheme).rope_options:
                 raise ValueError(f"{name}: a fine-tune with the scaling {kind} needs a scheme that uses RoPE's "
@@ -175,6 +195,11 @@ FAMILIES = {
     "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy", "irope_copy_notemp",
              "gemma_hybrid_copy", "hybrid_rope_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
     "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
+    # The field's comparison set: the 2025 additions built in here (attention sinks; DroPE and its control).
+    # The field's scheme files (field_relbias.py: t5, fire; field_xpos.py; field_fox.py) add theirs with
+    # --scheme-file until they are registered by default.
+    "field": ["rope_sink", "alibi_sink", "rope_sink_copy", "alibi_sink_copy",
+              "rope_ft_drope", "rope_ft_keep", "rope_copy_ft_drope", "rope_copy_ft_keep"],
 }
 
 
@@ -314,6 +339,8 @@ def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
     known = {f.name for f in fields(TrainConfig)}  # tolerate keys an older version saved
     tc_parent = TrainConfig(**{**TRAIN_BEFORE_FIELD, **{k: v for k, v in parent_tc.items() if k in known}})
     cfg = dict(parent_config)
+    if ft.get("pos"):  # a recalibration without the parent's positions (DroPE): only pos changes
+        cfg["pos"] = ft["pos"]
     if ft["rope_scaling"]:
         cfg["rope_scaling"] = dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len)
     mult, steps = ft["seq_len_mult"], max(1, int(tc_parent.steps * ft["steps_frac"]))
@@ -333,6 +360,14 @@ def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Pa
     model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
                                         make_with=f"python train_compare.py --variants {ft['parent']}")
     cfg, tc = finetune_setup(name, ck["config"], ck["extra"]["train_config"])
+    if cfg["pos"] != ck["config"]["pos"]:  # the same weights in a model without the parent's positions
+        dropped = TinyLM(GPTConfig(**cfg))
+        missing, unused = dropped.load_state_dict(model.state_dict(), strict=False)
+        # only the parent scheme's own weights (a learned table) may be left behind, and nothing may be missing
+        if missing or any(not k.startswith(f"{ck['config']['pos']}.") for k in unused):
+            raise ValueError(f"{name}: the weights of {ft['parent']} do not fit a {cfg['pos']} model "
+                             f"(missing {missing}, left over {unused})")
+        model = dropped.to(next(model.parameters()).device)
     if ft["rope_scaling"]:
         model.set_rope_scaling(cfg["rope_scaling"])
     return model, tc, ck["step"]

@@ -120,3 +120,47 @@ def test_hybrid_variants_have_the_documented_layout():
     for name in ("irope", "gemma_hybrid", "irope_global"):
         assert name in variants.FAMILIES["current"]
     assert variants.VARIANTS["irope_copy"] == variants.VARIANTS["irope"]
+
+
+# ----------------------------------------------------------------------------- DroPE and its control
+
+# rope_ft_drope's recipe, worked out from the comment above RECALIBRATIONS: rope's length (256) and batch,
+# 10% of its 1,100 steps, the fine-tunes' lr and warm-up; pos none. rope_ft_keep: the same with pos rope.
+DROPE_TRAIN = {"seq_len": 256, "batch_size": 16, "steps": 110, "lr": 5e-4, "warmup": 10, "min_lr_frac": 1.0,
+               "eval_every": 27, "eval_windows": 32, "seed": 1}
+
+
+def test_drope_and_its_control_differ_in_the_positions_only():
+    for name, pos in (("rope_ft_drope", "none"), ("rope_ft_keep", "rope")):
+        cfg, tc = variants.real_run(name, V)
+        got = {k: tc[k] for k in DROPE_TRAIN}
+        assert got == DROPE_TRAIN, f"{name}: {got}"
+        assert cfg["pos"] == pos and cfg["rope_scaling"] is None, (name, cfg["pos"], cfg["rope_scaling"])
+    drope, keep = (variants.real_run(n, V)[0] for n in ("rope_ft_drope", "rope_ft_keep"))
+    assert {k for k in drope if drope[k] != keep[k]} == {"pos"}
+    assert variants.real_run("rope_copy_ft_drope", V)[1]["steps"] == 240  # 10% of the copy family's 2,400
+    assert not variants.admit(["alibi_ft_drope", "learned_ft_keep"])
+    assert variants.FINETUNES["alibi_ft_drope"]["pos"] == "none" and "pos" not in variants.FINETUNES["learned_ft_keep"]
+
+
+def test_drope_starts_from_the_parents_weights_without_positions(tmp_path):
+    """The model DroPE trains is the parent's weights in a NoPE model: its logits equal a NoPE model loaded
+    with those weights by hand, and differ from the parent's own (which turns q and k). A learned parent's
+    table is left behind."""
+    for parent, pos in (("rope", "rope"), ("learned", "learned")):
+        torch.manual_seed(0)
+        model = tiny_lm.TinyLM(GPTConfig(vocab_size=V, n_layer=2, n_head=2, n_embd=16, pos=pos, max_len=64))
+        tc = TrainConfig(seq_len=32, batch_size=4, steps=20)
+        tiny_lm.save_checkpoint(tmp_path / f"{parent}.pt", model, "x" * V, 20, {}, {"variant": parent,
+                                                                                   "train_config": asdict(tc)})
+        variants.admit([f"{parent}_ft_drope"])
+        dropped, tc_ft, step = variants.build_variant(f"{parent}_ft_drope", {}, tc, 0, tmp_path)
+        assert dropped.cfg.pos == "none" and step == 20 and (tc_ft.seq_len, tc_ft.steps) == (32, 2), tc_ft
+        by_hand = tiny_lm.TinyLM(GPTConfig(**{**asdict(model.cfg), "pos": "none"}))
+        by_hand.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("learned.")})
+        idx = torch.randint(0, V, (2, 40))
+        with torch.no_grad():
+            got, want, parent_out = dropped(idx).logits, by_hand(idx).logits, model(idx).logits
+        err = (got - want).abs().max().item()
+        assert err == 0, f"{parent}_ft_drope: max diff from the parent's weights in a NoPE model {err:.2e}"
+        assert (got - parent_out).abs().max() > 1e-4, "the parent's positions must be gone"
