@@ -247,15 +247,20 @@ def _mark_off_axes(ax) -> None:
 
 
 HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
+# the field's comparison set: its schemes (field_*.py, examples/kerple.py), the sink models, and DroPE with its
+# control (recipes drope and keep, variants.RECALIBRATIONS)
+FIELD, FIELD_RECIPES = ("t5", "kerple", "fire", "xpos", "fox", "rope_sink", "alibi_sink"), ("drope", "keep")
 
 
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
-    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), hybrid (mixed
-    layer layouts), option (every other base variant); a copy-trained row gets "copy_" before its group."""
+    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (FIELD),
+    hybrid (mixed layer layouts), option (every other base variant); a copy-trained row gets "copy_" before its group."""
     r = row_names.parse(name)
     if r.switch in STREAM_SWITCHES:
         group = "streaming"
+    elif r.base in FIELD or r.finetune in FIELD_RECIPES:
+        group = "field"
     elif r.finetune is not None:
         group = "finetune"
     elif r.scaling:
@@ -353,9 +358,11 @@ PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
               ("hybrid layer layouts", "hybrid", ("rope",)),
               ("StreamingLLM (4 first tokens + the latest) and a plain window, a cache of 256", "streaming",
                ("rope", "alibi")),
+              ("the field's comparison set", "field", ("rope", "alibi")),
               ("the copy-trained family", "copy_five", ()),
               ("the copy-trained family: hybrid layouts", "copy_hybrid", ("rope_copy",)),
-              ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy"))]
+              ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy")),
+              ("the copy-trained family: the field's comparison set", "copy_field", ("rope_copy", "alibi_copy"))]
 
 
 def ppl_vs_length_all(path, rows, lengths) -> None:
@@ -500,7 +507,8 @@ CONTEXT_PANELS = [("the five schemes", "five", ()),
                   ("RoPE + a training-free scaling at a fixed factor", "fixed", ("rope",)),
                   ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
                   ("RoPE options", "option", ("rope",)),
-                  ("hybrid layer layouts", "hybrid", ("rope",))]
+                  ("hybrid layer layouts", "hybrid", ("rope",)),
+                  ("the field's comparison set", "field", ("rope", "alibi"))]
 
 
 CONTEXT_EXTRA = ("irope",)  # beside headline(), at most MAX_LINES: the schemes, YaRN, its fine-tune, a hybrid
@@ -548,7 +556,8 @@ def context_use(path, rows, meta) -> None:
 
 def _gloss_context(name: str) -> str:
     r = row_names.parse(name)
-    return f"{name} (fine-tuned at {FT_MULT}x)" if r.finetune is not None else \
+    return f"{name} (recalibrated at 1x)" if r.finetune in FIELD_RECIPES else \
+        f"{name} (fine-tuned at {FT_MULT}x)" if r.finetune is not None else \
         f"{name} (no training)" if r.scaling else name
 
 
@@ -579,10 +588,12 @@ RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
                     ("RoPE and its extensions, copy-trained: training-free", "copy_scaled", ("rope_copy",)),
                     ("RoPE and ALiBi fine-tuned at 4x, copy-trained", "copy_finetune", ("rope_copy", "alibi_copy")),
                     ("hybrid layer layouts, copy-trained", "copy_hybrid", ("rope_copy",)),
+                    ("the field's comparison set, copy-trained", "copy_field", ("rope_copy", "alibi_copy")),
                     ("text-trained: the five schemes", "five", ()),
                     ("text-trained: RoPE options", "option", ()),
                     ("text-trained: fine-tunes", "finetune", ()),
-                    ("text-trained: hybrid layer layouts", "hybrid", ())]
+                    ("text-trained: hybrid layer layouts", "hybrid", ()),
+                    ("text-trained: the field's comparison set", "field", ())]
 
 
 def retrieval(path, rows, meta) -> None:
