@@ -24,6 +24,30 @@ def test_the_anchor_has_tinylm_size_and_no_absolute_table():
         assert out.logits.shape == (2, 300, 80) and out.loss is None, out.logits.shape
 
 
+def test_the_field_anchors_are_the_settings_docs_field_compares():
+    """t5: 32 causal buckets, max distance 128, one table (as field_relbias.py); xpos: the whole head, scale
+    base 512, zeta_i = (2i/d + 0.4)/1.4 (as field_xpos.py); fox: a forget gate per head, its bias at 5.0
+    (x-transformers' start; field_fox.py's is 0). Each is causal: a later token changes no earlier logit."""
+    t5 = anchor.XTransformersLM(anchor.AnchorConfig(scheme="t5"), vocab_size=80, seq_len=256).net.attn_layers.rel_pos
+    assert (t5.num_buckets, t5.max_distance, t5.causal) == (32, 128, True), vars(t5).keys()
+    rot = anchor.XTransformersLM(anchor.AnchorConfig(scheme="xpos"), vocab_size=80, seq_len=256).net.attn_layers
+    zeta = (torch.arange(0, 32, 2) / 32 + 0.4) / 1.4
+    err = (rot.rotary_pos_emb.scale - zeta).abs().max().item()
+    assert rot.rotary_pos_emb.scale_base == 512 and err < 1e-6, f"xpos scale: max diff {err:.2e}"
+    fox = anchor.XTransformersLM(anchor.AnchorConfig(scheme="fox"), vocab_size=80, seq_len=256)
+    gates = [m for n, m in fox.named_modules() if type(m).__name__ == "DataDependentAlibi"]
+    assert len(gates) == 4 and all(float(g.to_forget_gates[0].bias.detach().mean()) == 5.0 for g in gates), len(gates)
+    for scheme in ("t5", "xpos", "fox"):
+        torch.manual_seed(0)
+        m = anchor.XTransformersLM(anchor.AnchorConfig(n_layer=2, n_head=2, n_embd=32, scheme=scheme), 20, 64)
+        idx = torch.randint(0, 20, (1, 90))
+        later = idx.clone()
+        later[0, 60] = (later[0, 60] + 1) % 20
+        with torch.no_grad():
+            diff = (m(idx).logits - m(later).logits)[:, :60].abs().max().item()
+        assert diff == 0, f"{scheme}: a later token moved an earlier logit by {diff:.2e}"
+
+
 def test_the_anchor_rotates_the_whole_head_at_ropes_frequencies():
     """rope: rotary_emb_dim = dim_head, theta_i = 10000^(-2i/32) over all 32 dims, as TinyLM's RoPE;
     rope_half (x-transformers' default): 16 of the 32 dims, pos_rope's rule at d = 16."""
