@@ -97,9 +97,11 @@ FINETUNES = {"rope_ft_linear": _ft("rope", "linear"), "rope_ft_yarn": _ft("rope"
 # (10% of its steps, the same tokens per step). DroPE (Gelberg et al., ICLR 2026, "Extending the Context of
 # Pretrained LLMs by Dropping Their Positional Embeddings"): the positions are removed after training (pos
 # becomes none: RoPE has no weights, so every weight carries over) and the model recalibrates at its
-# training length; long windows are then read without any scaling. Not here: the paper's optional
-# changes to the softmax scale at long lengths. *_ft_keep is its compute-matched control: the same
-# steps at the same length with the positions kept, so that DroPE differs from it in one thing.
+# training length; long windows are then read without any scaling. That is the method as the paper states
+# it (remove, then recalibrate at the original length); whatever else the authors' training code
+# (SakanaAI/DroPE, custom_models/drope.py, not read here) changes while recalibrating is not here.
+# *_ft_keep is its compute-matched control: the same steps at the same length with the positions kept,
+# so that DroPE differs from it in one thing.
 RECALIBRATIONS = {"drope": {"pos": "none"}, "keep": {}}
 
 
