@@ -32,16 +32,20 @@ Conventions:
     optimizer sees one 2-D weight to decay.
 
 Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
-Here: `--scheme-file field_fox.py` on every entry script.
+Here: `--scheme-file field_fox.py` on every entry script. Copied alone it needs torch only (the registration at
+the bottom runs inside this repository); `python field_fox.py` runs the self-check.
 """
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import schemes
-from attn_common import hide_later_keys
+try:  # inside the repository the scheme registers itself (--scheme-file); a copy alone works without it
+    import schemes
+except ImportError:
+    schemes = None
 
 GATE_BIAS, INIT_STD = 0.0, 0.02  # the reference's: bias 0 (f = 1/2), weight std initializer_range
 
@@ -61,7 +65,9 @@ def forget_bias(c_q: torch.Tensor, c_k: torch.Tensor, i0: int, j0: int) -> torch
     """Queries at positions i0.. with sums c_q (B, H, R), keys at j0.. with c_k (B, H, S) -> (B, H, R, S)."""
     # bias_ij = c_i - c_j = sum_{l=j+1..i} log f_l,  -inf where j > i
     bias = c_q[..., :, None] - c_k[..., None, :]  # (B, H, R, 1) - (B, H, 1, S) -> (B, H, R, S)
-    return hide_later_keys(bias, i0, j0)
+    i = torch.arange(i0, i0 + bias.shape[-2], device=bias.device)[:, None]  # (R, 1) query positions
+    j = torch.arange(j0, j0 + bias.shape[-1], device=bias.device)[None, :]  # (1, S) key positions
+    return bias.masked_fill(j > i, float("-inf"))
 
 
 class ForgetGates(nn.Module):
@@ -98,6 +104,12 @@ class ForgetGates(nn.Module):
         return rows, keys
 
 
+class Layer(NamedTuple):
+    """What score_bias reads of the repository's schemes.Layer (a copy alone has none)."""
+    index: int
+    nope: bool
+
+
 def _build(cfg) -> ForgetGates:
     return ForgetGates(cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.pos_options["gate_bias"])
 
@@ -105,7 +117,7 @@ def _build(cfg) -> ForgetGates:
 def _self_check() -> None:
     x = torch.zeros(1, 5, 8)
     gates = ForgetGates(1, 2, 8, gate_bias=math.log(3))  # w^T x = 0: f = sigmoid(ln 3) = 3/4 everywhere
-    layer = schemes.Layer(0, False, 0, None)
+    layer = Layer(0, False)
     rows, c = gates.score_bias(x, layer, 0, None, None)
     got = rows(0, 5, 0, 5)  # (1, 2, 5, 5)
     assert abs(got[0, 0, 2, 0].item() - 2 * math.log(0.75)) < 1e-6 and got[0, 1, 3, 3].item() == 0
@@ -127,9 +139,10 @@ def _self_check() -> None:
     print(f"ok  default gate_bias {GATE_BIAS}: f = {f} at step 0, bias -ln 2 = {math.log(f):.4f} per token")
 
 
-schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
-                                score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
-                                options={"gate_bias": GATE_BIAS}))
+if schemes is not None:
+    schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
+                                    score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
+                                    options={"gate_bias": GATE_BIAS}))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

@@ -30,19 +30,29 @@ and grows with i only past it); log1p for log(. + 1); no random-position trainin
 
 Both: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
-FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file field_relbias.py`.
+FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file field_relbias.py`. Copied alone it
+needs torch only (the registration at the bottom runs inside this repository); `python field_relbias.py` checks.
 """
 import math
 
 import torch
 import torch.nn as nn
 
-import schemes
-from attn_common import hide_later_keys
+try:  # inside the repository the schemes register themselves (--scheme-file); a copy alone works without it
+    import schemes
+except ImportError:
+    schemes = None
 
 NUM_BUCKETS, MAX_DISTANCE = 32, 128  # T5's
 FIRE_WIDTH, FIRE_C, FIRE_EPS = 32, 0.1, 1e-6  # the reference's mlp_width, init_c, eps
 L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L is 512)
+
+
+def causal(bias: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
+    """bias (..., R, S) of queries at positions i0.. on keys at j0..: -inf where the key is later, j > i."""
+    i = torch.arange(i0, i0 + bias.shape[-2], device=bias.device)[:, None]  # (R, 1)
+    j = torch.arange(j0, j0 + bias.shape[-1], device=bias.device)[None, :]  # (1, S)
+    return bias.masked_fill(j > i, float("-inf"))
 
 
 # ----------------------------------------------------------------------------- T5
@@ -91,7 +101,7 @@ class T5RelativeBias(nn.Module):
             i = torch.arange(offset + a, offset + b, device=x.device)[:, None]  # (b-a, 1)
             j = torch.arange(s, e, device=x.device)[None, :]                    # (1, e-s)
             bias = shared[:, j - i + Tk - 1]                                    # (H, b-a, e-s), a new tensor
-            return (hide_later_keys(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 
 
@@ -145,7 +155,7 @@ class FireLayers(nn.Module):
 
         def rows(a, b, s, e):
             bias = fire.block(offset + a, offset + b, s, e)  # (H, b-a, e-s)
-            return (hide_later_keys(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 
 
@@ -171,12 +181,13 @@ def _self_check() -> None:
     print(f"ok  fire init at train_len 256: c = {first.c.item():.4g}, L = {L_PER_TRAIN_LEN} * 256 = {first.L.item():g}")
 
 
-schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
-                                build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
-                                prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))
-schemes.register(schemes.Scheme("fire", "score bias (learned MLP of distance)", __file__,
-                                build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal),
-                                score_bias=FireLayers.score_bias))
+if schemes is not None:
+    schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
+                                    build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
+                                    prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))
+    schemes.register(schemes.Scheme("fire", "score bias (learned MLP of distance)", __file__,
+                                    build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal),
+                                    score_bias=FireLayers.score_bias))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

@@ -31,16 +31,20 @@ rotary-embedding-torch, src/rotary_embedding_torch/rotary_embedding_torch.py (us
 and base, centre len(t) // 2 of the sequence, its scale cast to q's dtype (ours stays float32 until the
 end). The paper's blockwise causal attention (BCA, at inference) is not part of this scheme.
 
-Copying the file into another project takes pos_rope.py with it (the rotation is its RotaryEmbedding);
-drop the schemes.register line at the bottom. Here: `--scheme-file field_xpos.py` on every entry script.
+Copying the file into another project takes pos_rope.py with it (the rotation is its RotaryEmbedding),
+and torch; the registration at the bottom runs only inside this repository. `python field_xpos.py` checks. Here: `--scheme-file field_xpos.py` on every entry script.
 """
 import math
 
 import torch
 import torch.nn as nn
 
-import schemes
 from pos_rope import RotaryEmbedding
+
+try:  # inside the repository the scheme registers itself (--scheme-file); a copy works without it
+    import schemes
+except ImportError:
+    schemes = None
 
 GAMMA, SCALE_BASE = 0.4, 512.0  # torchscale's XPOS: 0.4 in its zeta, scale_base=512
 
@@ -126,8 +130,10 @@ def _self_check() -> None:
     print(f"ok  4096 positions, centre 128: q and k finite (largest |k| {k.abs().max().item():.3g})")
 
 
-schemes.register(schemes.Scheme("xpos", "Q/K rotation and scale", __file__, build=_build, rotate_qk=XPos.rotate_qk,
-                                rope_options=True, options={"gamma": GAMMA, "scale_base": SCALE_BASE}))
+if schemes is not None:
+    schemes.register(schemes.Scheme("xpos", "Q/K rotation and scale", __file__, build=_build,
+                                    rotate_qk=XPos.rotate_qk, rope_options=True,
+                                    options={"gamma": GAMMA, "scale_base": SCALE_BASE}))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts
