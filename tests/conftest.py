@@ -255,7 +255,7 @@ def run_in_one(repo: Path, phases: dict, timeout=300) -> list:
 SHRUNK_PREVIEW = ["--preset", "preview", "--steps", "3", "--seq-len", "32", "--batch-size", "4", "--n-layer", "1",
                   "--n-embd", "16", "--n-head", "2"]
 CHAIN = [["!train_compare.py", "--quick"],
-         ["!train_compare.py", "--quick", "--variants", "rope_copy,irope_copy,rope_copy_ft_yarn"],
+         ["!train_compare.py", "--quick", "--variants", "rope_copy,irope_copy,rope_copy_ft_yarn,rope_ft_drope,rope_ft_keep"],
          ["extrapolation_test.py", "--quick"],
          ["long_context_test.py", "--quick"],
          ["visualize_rope.py", "--quick"],

@@ -74,6 +74,16 @@ def test_extrapolation_outputs_parse(quick_ck, quick_repo):
     # within the shortest length a long window and a short one see the same context: no difference
     assert max(abs(v) for v in curve["minus_short"][:lengths[0]]) < 1e-4, "positions < shortest length differ"
     assert "Julius Caesar" in (res / "extrapolation.md").read_text(), "the caption must name the scored plays"
+    # StreamingLLM and its window (streaming.py) on rope and alibi: a cache of the training length, so the model's
+    # own numbers up to it, other ones past it; DroPE's recalibration has no positions, its control keeps RoPE
+    L_train = by_name["rope"]["train_len"]
+    for base in ("rope", "alibi"):
+        for switch in ("streaming", "window"):
+            row = by_name[f"{base} ({switch})"]
+            assert row[f"ppl_{L_train}"] == pytest.approx(by_name[base][f"ppl_{L_train}"], rel=1e-4), (base, switch)
+            assert row[f"ppl_{lengths[-1]}"] != pytest.approx(by_name[base][f"ppl_{lengths[-1]}"], rel=1e-4), row
+    assert (by_name["rope_ft_drope"]["pos"], by_name["rope_ft_keep"]["pos"]) == ("none", "rope")
+    assert "StreamingLLM" in md, "the streaming rows' note is missing"
     learned_md = next(ln for ln in body if ln.startswith("| learned |"))
     assert "†" in learned_md, "learned cells beyond the training length must be marked as untrained rows"
 
