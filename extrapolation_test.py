@@ -270,6 +270,8 @@ def main(argv=None) -> int:
     if old:  # rows of checkpoints not scored now stay; a decoding check not redone now stays
         rows, curves = merge_rows(old["rows"], rows), {**old["loss_vs_position"], **curves}
         meta["dynamic_cached_decoding"] = decode or old["meta"].get("dynamic_cached_decoding")
+        # the memory of the largest run behind the rows: a run of a few rows does not lower the full run's
+        meta["peak_rss_gib"] = max(meta["peak_rss_gib"], old["meta"].get("peak_rss_gib") or 0.0)
     meta["provenance"] = merged_provenance((old or {}).get("meta"), {provenance_key(j[0]): provenance_from(j[1])
                                                                     for j in jobs}, rows)
     results.mkdir(parents=True, exist_ok=True)
@@ -359,7 +361,7 @@ def markdown_table(rows, meta) -> str:
         "core LoC: lines of code (no comments, docstrings, blank lines or self-check) of the scheme's plain "
         "form, the part of its pos_*.py file before the first `# ---- ` fence; for RoPE that is plain RoPE, "
         "without its options, scalings and Hugging Face config reading. Counted from the code at redraw.",
-        f"Peak resident memory of this evaluation: {meta['peak_rss_gib']:.2f} GiB.",
+        f"Peak resident memory of the largest evaluation run behind these rows: {meta['peak_rss_gib']:.2f} GiB.",
     ]
     decode = meta.get("dynamic_cached_decoding")
     if decode:
