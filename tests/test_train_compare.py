@@ -72,7 +72,8 @@ def test_train_compare_writes_checkpoints_and_logs(quick_ck, quick_repo):
     for n in names:
         assert (quick_ck / f"{n}.pt").is_file(), f"no checkpoint for {n}"
     rows = list(csv.DictReader(open(quick_repo.res / "train_log.csv")))
-    assert {row["variant"] for row in rows} == set(names) | {"rope_copy", "irope_copy", "rope_copy_ft_yarn"}
+    assert {row["variant"] for row in rows} == set(names) | {"rope_copy", "irope_copy", "rope_copy_ft_yarn",
+                                                    "rope_ft_drope", "rope_ft_keep"}
     assert all(math.isfinite(float(row["val_loss"])) for row in rows)
     assert (quick_repo.res / "train_curves.png").stat().st_size > 10_000
 
