@@ -60,6 +60,8 @@ def attend(q, k, v, score_bias=None, n_sink: int = N_SINK, window: int = WINDOW,
     T, D = q.shape[-2], q.shape[-1]
     if n_sink and T > window and q_sink is None:
         raise ValueError("the sinks need the queries seen from cache position window - 1 (q_sink)")
+    if T <= window:  # the cache never fills: every query sees every earlier key at its own position
+        n_sink = 0
     recent, scale, outs = window - n_sink, 1.0 / math.sqrt(D), []
     for a in range(0, T, q_chunk):
         b = min(a + q_chunk, T)

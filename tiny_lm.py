@@ -252,7 +252,10 @@ class Attention(nn.Module):
                 extra = torch.cat((extra.expand(*lead, extra.shape[-1]), sink.expand(*lead, 1)), dim=-1)
         if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
             k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
-        if self.stream is not None and kv is None:  # an evaluation switch (set_streaming); no training runs it
+        if self.stream is not None and kv is not None:
+            raise ValueError("StreamingLLM (set_streaming) scores a whole text in one forward; switch it off "
+                             "(set_streaming(None)) before cached decoding")
+        if self.stream is not None:  # an evaluation switch (set_streaming); no training runs it
             y = streaming.attend(q, k, v, bias, *self.stream, q_sink=q if q_sink is None else q_sink,
                                  q_chunk=self.q_chunk)  # (B, H, T, D)
         else:

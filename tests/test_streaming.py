@@ -93,5 +93,8 @@ def test_streaming_refuses_what_it_cannot_reindex():
     model = TinyLM(GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, max_len=64, pos="rope"))
     with pytest.raises(ValueError, match="n_sink < window"):
         model.set_streaming(16, 16)
+    model.set_streaming(4, 8)
+    with pytest.raises(ValueError, match="cached decoding"):
+        model.generate(torch.zeros(1, 3, dtype=torch.long), 2)
     with pytest.raises(ValueError, match="q_sink"):
         streaming.attend(*(torch.randn(1, 1, 30, 4) for _ in range(3)), None, 4, 16)
