@@ -32,7 +32,7 @@ Conventions:
     optimizer sees one 2-D weight to decay.
 
 Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
-Here: `--scheme-file field_fox.py` on every entry script. Copied alone it needs torch only (the registration at
+Here: registered by schemes.py (`--variants fox`). Copied alone it needs torch only (the registration at
 the bottom runs inside this repository); `python field_fox.py` runs the self-check.
 """
 import math
@@ -139,7 +139,8 @@ def _self_check() -> None:
     print(f"ok  default gate_bias {GATE_BIAS}: f = {f} at step 0, bias -ln 2 = {math.log(f):.4f} per token")
 
 
-if schemes is not None:
+# Registered by schemes.py's last line (importing this file); run as a script, that import has done it.
+if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
                                     score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
                                     options={"gate_bias": GATE_BIAS}))

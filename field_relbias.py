@@ -30,8 +30,9 @@ and grows with i only past it); log1p for log(. + 1); no random-position trainin
 
 Both: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
-FIRE's chunk holds (rows, keys, 32) hidden values. Here: `--scheme-file field_relbias.py`. Copied alone it
-needs torch only (the registration at the bottom runs inside this repository); `python field_relbias.py` checks.
+FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,fire`).
+Copied alone it needs torch only (the registration at the bottom runs inside this repository);
+`python field_relbias.py` checks.
 """
 import math
 
@@ -181,7 +182,8 @@ def _self_check() -> None:
     print(f"ok  fire init at train_len 256: c = {first.c.item():.4g}, L = {L_PER_TRAIN_LEN} * 256 = {first.L.item():g}")
 
 
-if schemes is not None:
+# Registered by schemes.py's last line (importing this file); run as a script, that import has done it.
+if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
                                     build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
                                     prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))

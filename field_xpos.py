@@ -32,7 +32,8 @@ and base, centre len(t) // 2 of the sequence, its scale cast to q's dtype (ours 
 end). The paper's blockwise causal attention (BCA, at inference) is not part of this scheme.
 
 Copying the file into another project takes pos_rope.py with it (the rotation is its RotaryEmbedding),
-and torch; the registration at the bottom runs only inside this repository. `python field_xpos.py` checks. Here: `--scheme-file field_xpos.py` on every entry script.
+and torch; the registration at the bottom runs only inside this repository. `python field_xpos.py` checks.
+Here: registered by schemes.py (`--variants xpos`).
 """
 import math
 
@@ -130,7 +131,8 @@ def _self_check() -> None:
     print(f"ok  4096 positions, centre 128: q and k finite (largest |k| {k.abs().max().item():.3g})")
 
 
-if schemes is not None:
+# Registered by schemes.py's last line (importing this file); run as a script, that import has done it.
+if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("xpos", "Q/K rotation and scale", __file__, build=_build,
                                     rotate_qk=XPos.rotate_qk, rope_options=True,
                                     options={"gamma": GAMMA, "scale_base": SCALE_BASE}))

@@ -41,8 +41,9 @@ SCHEMES = schemes.REGISTRY.keys()  # every registered scheme (a live view: later
 
 
 def headline() -> tuple:
-    """The lines of the headline figure: the schemes, RoPE + YaRN without training, RoPE fine-tuned with YaRN."""
-    return (*SCHEMES, "rope+yarn", "rope_ft_yarn")
+    """The lines of the headline figure: the schemes (the field's have their own panel: FIELD), RoPE + YaRN
+    without training, RoPE fine-tuned with YaRN."""
+    return (*(s for s in SCHEMES if s not in FIELD), "rope+yarn", "rope_ft_yarn")
 
 
 MAX_LINES = 8  # a panel holds at most this many data lines (STYLE.md, point 15)

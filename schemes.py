@@ -55,10 +55,10 @@ A scheme from outside the repository comes in with `--scheme-file PATH` on every
 (load_files: the file is imported, and what it registers is recorded with the file's path and the
 SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
 
-Scheme files written to this contract, loaded with --scheme-file (not in the default registry
-until they are trained and measured): examples/kerple.py (KERPLE), field_relbias.py (T5's bucketed
-bias, FIRE), field_xpos.py (xPos, rotate_qk with rope_options), field_fox.py (FoX's forget gate, its
-sums as cache state, causal only). DroPE (positions dropped from a trained model) needs no entry:
+Scheme files written to this contract: field_relbias.py (T5's bucketed bias, FIRE), field_xpos.py
+(xPos, rotate_qk with rope_options) and field_fox.py (FoX's forget gate, its sums as cache state,
+causal only) are in the default registry by the last line of this file; examples/kerple.py (KERPLE)
+is loaded with --scheme-file (docs/your_scheme.md). DroPE (positions dropped from a trained model) needs no entry:
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 
 Importing a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS
@@ -289,3 +289,6 @@ register(Scheme("sin", "input embedding", "pos_sin.py", build=lambda cfg: Sinuso
                 input_rows=SinusoidalPositionalEncoding.forward, colour="#2ca02c"))
 register(Scheme("rope", "Q/K rotation", "pos_rope.py", rotate_qk=_rope_rotate, rope_options=True, colour="#1f77b4"))
 register(Scheme("alibi", "score bias", "pos_alibi.py", build=_alibi, score_bias=_alibi_bias, colour="#d62728"))
+
+# The field's comparison set (issue 37, docs/field.md): each file registers its schemes when imported.
+import field_relbias, field_xpos, field_fox  # noqa: E402,F401  (t5 and fire; xpos; fox)
