@@ -126,6 +126,9 @@ _LISTENERS = []
 # them is a colour plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
+# The field's comparison set (docs/field.md), registered by the last line of this file (kerple by its
+# --scheme-file): its own panel and page; the README's glance table and headline figure keep the rest.
+FIELD = ("t5", "kerple", "fire", "xpos", "fox")
 
 
 def register(entry: Scheme) -> Scheme:

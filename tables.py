@@ -52,7 +52,7 @@ def glance_table(results: Path) -> str:
     lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
              "passkey at d <= 200? | copy-trained twin | twin's passkey, d <= 200 / d = 512 |",
              "|---|---|---|---|---|---|---|---|"]
-    for name in (n for n in (*schemes.names(), *GLANCE_ROWS) if n in rows):
+    for name in (n for n in (*schemes.names(), *GLANCE_ROWS) if n in rows and n not in schemes.FIELD):
         r = rows[name]
         breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
         c = ctx.get(name)
