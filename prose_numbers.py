@@ -23,6 +23,7 @@ Keys, `{kind:args}`; the format is the one the page prints:
     worstval:ROW        the highest validation loss of its training log, nats/char          5.3
     pct1:ROW:BASE:L     100 (ppl@L of ROW / BASE's - 1), one decimal                        1.3%
     pplrows:R1|R2:L     lowest-highest ppl@L over rows; spread:R1|R2:L  highest / lowest - 1, %   4.79-4.89
+    spreadrange:R1|R2:A:B  lowest-highest of that spread over the lengths A..B, %        8-37%
     ctxmaxdiff:R1:R2    the largest |difference| of two rows' losses over the contexts     0.003
     gainrange:R1|R2:A:B lowest-highest copy gain of these rows over distances A..B         0.05-0.48
     abl:KNOB:SCHEME:SEED  recipe_ablation's ppl at the training length                     5.03
@@ -221,6 +222,9 @@ KINDS = {
     "pct1": lambda res, row, base, L: f"{100 * (_ppl(res, row, L) / _ppl(res, base, L) - 1):.1f}%",
     "pplrows": lambda res, rows, L: _range("{:.2f}", [_ppl(res, r, L) for r in rows.split("|")]),
     "spread": lambda res, rows, L: f"{100 * (max(v := [_ppl(res, r, L) for r in rows.split('|')]) / min(v) - 1):.1f}%",
+    "spreadrange": lambda res, rows, a, b: _range("{:.0f}", [
+        100 * (max(v := [_ppl(res, r, L) for r in rows.split("|")]) / min(v) - 1)
+        for L in _rows(res, "extrapolation")["meta"]["lengths"] if int(a) <= L <= int(b)], "%"),
     "ctxmaxdiff": lambda res, a, b: f"{max(abs(_ctx(res, a)[c] - _ctx(res, b)[c]) for c in _ctx(res, a)):.3f}",
     "gainrange": lambda res, rows, a, b: _range("{:.2f}", [r["gain"] for r in _ret_rows(res, rows, a, b)]),
     "abl": lambda res, knob, scheme, seed: f"{_abl(res, knob, scheme)[int(seed)]:.2f}",
@@ -289,6 +293,7 @@ def sync(results: Path, claims=None, root: Path = HERE) -> list:
 CLAIMS = [
     ('docs/current_models.md', 'RoPE does: ppl@4096 is {ppl:rope_partial25:4096} / {ppl:rope_p75:4096} against {ppl:rope:4096} for RoPE,'),
     ('docs/recipe.md', "and does not explain x-transformers' ALiBi lead ({anchormean:alibi})."),
+    ('docs/current_models.md', "RoPE's own broken cells move {spreadrange:rope|rope [seed1]|rope [seed2]:512:4096}\n  between seeds at 512-4096 (results.md)"),
     ('docs/current_models.md', "- **At 256, partial RoPE lags a little and p-RoPE ties.** rope_partial25 is behind rope by {pct1:rope_partial25:rope:256}\n  and {pct1:rope_partial25 [seed1]:rope [seed1]:256} in the two seeds ({ppl:rope_partial25:256} / {ppl:rope_partial25 [seed1]:256} against {ppl:rope:256} / {ppl:rope [seed1]:256}): consistent, but smaller than the spread of\n  RoPE's three seeds ({pplrows:rope|rope [seed1]|rope [seed2]:256}, {spread:rope|rope [seed1]|rope [seed2]:256}), so a lag, not a clear loss. rope_p75 against rope:\n  {pct1:rope_p75:rope:256} and {pct1:rope_p75 [seed1]:rope [seed1]:256}, a tie."),
     ('docs/current_models.md', 'irope goes from {ppl:irope:256} at 256 to\n  {ppl:irope:4096} at 4096, gemma_hybrid from {ppl:gemma_hybrid:256} to {ppl:gemma_hybrid:4096}, without a scaling or a fine-tune: their local\n  layers never meet a distance beyond 63, whatever the window. The control is irope_global,\n  the same NoPE layer on top but its three RoPE layers global: it breaks like RoPE ({ppl:irope_global:256} at 256,\n  {ppl:irope_global:4096} at 4096). So the credit goes to the chunks, not to the position-free layer. On fixed\n  targets irope is flat ({ctx:irope:0} with no context, {ctx:irope:3840} with 3,840) and gemma_hybrid nearly so\n  ({ctx:gemma_hybrid:64} at 64, {ctx:gemma_hybrid:3840} at 3,840)'),
     ('docs/current_models.md', "irope is behind rope in both seeds, by {pct1:irope:rope:256} and {pct1:irope [seed1]:rope [seed1]:256}\n  ({ppl:irope:256} / {ppl:irope [seed1]:256}), more than RoPE's seed spread; irope_global, without the chunks, is {pct1:irope_global:rope:256} behind\n  (one seed). gemma_hybrid has one seed, {ppl:gemma_hybrid:256}, {pct1:gemma_hybrid:rope:256} against rope's: a hint, not a ranking."),
