@@ -1,9 +1,9 @@
 """The tables in README.md and the docs/ pages. Each sits between the markers
 <!-- <name>-table:start --> and <!-- <name>-table:end --> of one page, and is written there by
 code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
-and the glance table, the copy family's table and the current models' table are computed from
-results/*.json of three scripts (glance_table, copy_family_table, current_models_table;
-sync_glance writes them), the recipe tables from recipe_ablation.py's, anchor_xtransformers.py's
+and the glance table, the copy family's table, the current models' table and the field's are
+computed from results/*.json of three scripts (glance_table, copy_family_table, current_models_table,
+field_table; sync_glance writes them), the recipe tables from recipe_ablation.py's, anchor_xtransformers.py's
 and extrapolation_test.py's JSON (recipe_table, recipe_seeds_table, seeds_vs_anchor; sync_recipe).
 Only for the repository's own results/ (eval_common.is_repo_results), never for smoke runs or
 previews.
@@ -177,6 +177,60 @@ def text_retrieval_paragraph(results: Path) -> str:
             f"none above {max(r['gain_lo'] for r in rows):+.2f}.\n")
 
 
+FIELD_ANCHORS = ("sin", "rope", "alibi", "none")  # ALiBi's Fig. 1 set and NoPE, beside the field's rows
+FIELD_TEXT = (*schemes.FIELD, "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep")
+
+
+def _cp(r: dict) -> str:
+    """Exact match of one retrieval cell with its Clopper-Pearson interval, in percent."""
+    return f"{100 * r['exact']:.0f}% [{100 * r['exact_lo']:.0f}, {100 * r['exact_hi']:.0f}]"
+
+
+def field_table(results: Path) -> str:
+    """docs/field.md's table, from extrapolation.json, context_use.json and retrieval.json: for the
+    field's text models (FIELD_TEXT) beside sin, rope, alibi and none, ppl at 256 (seed 0, and the
+    mean over the seeds run, with their number), at 4096, whether it breaks (the glance table's rule:
+    ppl@4096 / ppl@256 > 1.2), its effective context; and its copy twin's exact match, the worst at
+    d <= 200 and at each d beyond the window with its Clopper-Pearson interval. "" without a field row."""
+    ex = read_json(results / "extrapolation.json").get("rows", [])
+    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
+    ret = {}
+    for r in read_json(results / "retrieval.json").get("rows", []):
+        ret.setdefault(r["variant"], {})[r["distance"]] = r
+    plain, seeds = {}, {}
+    for r in ex:
+        row = row_names.parse(r["variant"])
+        if row.switch or row.scaling or r.get("train_len") != 256:
+            continue
+        name = replace(row, seed="").name
+        seeds.setdefault(name, []).append(r["ppl_256"])
+        if not row.seed:
+            plain[name] = r
+    if not any(n in plain for n in FIELD_TEXT):
+        return ""
+    far = sorted({d for at in ret.values() for d in at if d > 200})
+    lines = ["| text model | ppl@256, seed 0 (mean of n) | ppl@4096 | breaks past 256? | effective context | "
+             "copy twin | twin's exact match, worst at d <= 200 | " + " | ".join(f"d = {d}" for d in far) + " |",
+             "|" + "---|" * (7 + len(far))]
+    for name in (n for n in (*FIELD_ANCHORS, *FIELD_TEXT) if n in plain):
+        r, s = plain[name], seeds[name]
+        ppl = f"{r['ppl_256']:.2f}" + (f" ({sum(s) / len(s):.2f} of {len(s)})" if len(s) > 1 else "")
+        c = ctx.get(name)
+        twin = row_names.copy_counterpart(name)
+        at = ret.get(twin, {})
+        near = [at[d] for d in at if d <= 200]
+        cells = [name, ppl, f"{r['ppl_4096']:.2f}", "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no",
+                 "-" if c is None else str(c["effective_context"]), twin if at else "-",
+                 _cp(min(near, key=lambda x: x["exact"])) if near else "-"]
+        cells += [_cp(at[d]) if d in at else "-" for d in far]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "ppl: perplexity per character on held-out text (results/extrapolation.csv); effective context: "
+              "the largest context whose loss on fixed targets beats every shorter one by more than the 95% "
+              "interval of the difference (results/context_use.csv); exact match: the whole key copied, with its Clopper-Pearson 95% "
+              "interval (results/retrieval.csv); '-': not measured yet."]
+    return "\n".join(lines) + "\n"
+
+
 def sync_glance(results: Path) -> None:
     """Recompute the glance table, the copy family's table and the current models' table and write
     them into their pages (repository results only)."""
@@ -184,7 +238,8 @@ def sync_glance(results: Path) -> None:
         sync_table("glance", glance_table(Path(results)), results)
     for name, table in (("copy_family", copy_family_table(Path(results))),
                         ("current_models", current_models_table(Path(results))),
-                        ("text_retrieval", text_retrieval_paragraph(Path(results)))):
+                        ("text_retrieval", text_retrieval_paragraph(Path(results))),
+                        ("field", field_table(Path(results)))):
         if table:
             sync_table(name, table, results)
     if is_repo_results(results):

@@ -20,7 +20,8 @@ def _write(tmp_path, ppl, effective, exact):
 
 
 def test_glance_table_applies_the_stated_rules(tmp_path):
-    _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0)},
+    _write(tmp_path, {"rope": (5.0, 6.0), "alibi": (5.0, 6.01), "rope+yarn": (5.0, 9.0), "rope_ft_yarn": (5.0, 5.0),
+                      "t5": (5.0, 5.0)},  # a field scheme: its rows are docs/field.md's, not the glance table's
            {"rope": 448, "alibi": 192}, {"alibi_copy": (0.5, 0.5), "rope_copy": (0.49, 0.0),
                                           "rope_copy_ft_yarn": (0.9, 0.49), "rope": (0.0, 0.0)})
     lines = {l.split(" | ")[0][2:]: l for l in tables.glance_table(tmp_path).splitlines()[2:]}
@@ -74,3 +75,27 @@ def test_current_models_table_puts_seeds_in_order_and_reads_the_stated_contexts(
     (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {"lengths": [256]}, "rows": ex[:3]}))
     (tmp_path / "context_use.json").write_text(json.dumps({"meta": {"contexts": [0]}, "rows": []}))
     assert tables.current_models_table(tmp_path) == "", "plain RoPE alone is not a current-models table"
+
+
+def test_field_table_applies_its_rules(tmp_path):
+    """docs/field.md's table: the anchors first, then the field's text rows; seed 0's ppl with the mean of
+    the seeds run; breaks by the glance table's rule; the copy twin's worst exact match at d <= 200 and
+    each farther d with its interval; a scaled or other-length row is left out."""
+    ex = [{"variant": n, "train_len": L, "ppl_256": a, "ppl_4096": b} for n, L, a, b in
+          (("fox", 256, 4.80, 5.76), ("fox [seed1]", 256, 4.90, 5.0), ("rope", 256, 5.0, 6.01),
+           ("rope+yarn", 256, 5.0, 5.5), ("rope_ft_yarn", 1024, 5.0, 5.0))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
+    (tmp_path / "context_use.json").write_text(json.dumps({"meta": {}, "rows": [{"variant": "fox",
+                                                                                  "effective_context": 960}]}))
+    cells = {32: (0.75, 0.6, 0.85), 200: (0.5, 0.4, 0.6), 512: (0.125, 0.07, 0.2)}
+    ret = [{"variant": "fox_copy", "distance": d, "exact": e, "exact_lo": lo, "exact_hi": hi}
+           for d, (e, lo, hi) in cells.items()]
+    (tmp_path / "retrieval.json").write_text(json.dumps({"meta": {}, "rows": ret}))
+    lines = [ln for ln in tables.field_table(tmp_path).splitlines() if ln.startswith("| ")]
+    assert lines[0].endswith("| d = 512 |"), lines[0]
+    body = {ln.split(" | ")[0][2:]: ln for ln in lines[1:]}
+    assert list(body) == ["rope", "fox"], body
+    assert body["fox"] == "| fox | 4.80 (4.85 of 2) | 5.76 | no | 960 | fox_copy | 50% [40, 60] | 12% [7, 20] |", body["fox"]
+    assert body["rope"] == "| rope | 5.00 | 6.01 | yes | - | - | - | - |", body["rope"]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex[2:]}))
+    assert tables.field_table(tmp_path) == "", "no field row: no table"
