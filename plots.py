@@ -262,7 +262,7 @@ def _group(name: str) -> str:
     r = row_names.parse(name)
     if r.switch in STREAM_SWITCHES:
         group = "streaming"
-    elif r.base in FIELD or r.finetune in FIELD_RECIPES:
+    elif r.base.partition("{")[0] in FIELD or r.finetune in FIELD_RECIPES:  # fox{gate_bias=5.0}: fox's
         group = "field"
     elif r.finetune is not None:
         group = "finetune"
