@@ -83,6 +83,7 @@ DASHES = {
 STREAM_SWITCHES = ("streaming", "window")
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
+OTHER_SCALED_MARKER = "v"  # a scaling of a scheme other than RoPE (xpos+yarn): RoPE's row has the scaling's colour too
 EXEMPT = ("ref", "seed")  # gids check_distinct skips
 
 
@@ -105,7 +106,8 @@ def style(name: str) -> dict:
     ls = DASHES[r.switch] if r.switch else DASHES.get(r.scaling or recipe, "-")
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
-    return {"color": color, "ls": ls, "marker": MARKERS[(finetuned, r.copy)]}
+    marker = OTHER_SCALED_MARKER if r.scaling and r.base != "rope" else MARKERS[(finetuned, r.copy)]
+    return {"color": color, "ls": ls, "marker": marker}
 
 
 def _colour(key: str) -> str:
@@ -257,13 +259,14 @@ FIELD, FIELD_RECIPES = (*schemes.FIELD, "rope_sink", "alibi_sink"), ("drope", "k
 
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
-    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (FIELD),
+    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (FIELD;
+    field_scaled: one of them with a scaling),
     hybrid (mixed layer layouts), option (every other base variant); a copy-trained row gets "copy_" before its group."""
     r = row_names.parse(name)
     if r.switch in STREAM_SWITCHES:
         group = "streaming"
     elif r.base.partition("{")[0] in FIELD or r.finetune in FIELD_RECIPES:  # fox{gate_bias=5.0}: fox's
-        group = "field"
+        group = "field_scaled" if r.scaling else "field"  # xpos+yarn: a field scheme that takes RoPE's scalings
     elif r.finetune is not None:
         group = "finetune"
     elif r.scaling:
@@ -362,6 +365,7 @@ PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
               ("StreamingLLM (4 first tokens + the latest) and a plain window, a cache of 256", "streaming",
                ("rope", "alibi")),
               ("the field's comparison set", "field", ("rope", "alibi")),
+              ("the field's schemes + RoPE's training-free scalings", "field_scaled", ()),
               ("the copy-trained family", "copy_five", ()),
               ("the copy-trained family: hybrid layouts", "copy_hybrid", ("rope_copy",)),
               ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy")),
@@ -390,7 +394,7 @@ def ppl_vs_length_all(path, rows, lengths) -> None:
         _ref(ax, "x", train_len, label=f"training length {train_len}")
         _log2_x(ax, lengths)
         _plain_log_y(ax, min(values) / 1.1, max(values) * 1.1)
-        ax.set_title(f"({'abcdefghijkl'[k]}) {title}", fontsize=10)
+        ax.set_title(f"({chr(ord('a') + k)}) {title}", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     for ax in axes[::2]:
@@ -575,7 +579,7 @@ def context_use_all(path, rows, meta) -> None:
         for n in names:
             _line(ax, cs, [by[n][f"c{c}"] for c in cs], n, ms=3.5, lw=1.5)
         _context_axes(ax, cs, target, [train_len] + ([FT_MULT * train_len] if group == "finetune" else []))
-        ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
+        ax.set_title(f"({chr(ord('a') + k)}) {title}", fontsize=10)
         ax.legend(fontsize=8, loc="upper left")
     for ax in axes[::2]:
         ax.set_ylabel(f"loss on the same {target} targets (nats/char)")
@@ -624,7 +628,7 @@ def retrieval(path, rows, meta) -> None:
             _ref(ax, "x", L, ls=ls, label=f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
         _log2_x(ax, [r["distance"] for r in by[names[0]]])
         ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
-        ax.set_title(f"({'abcdefgh'[k]}) {title}", fontsize=10)
+        ax.set_title(f"({chr(ord('a') + k)}) {title}", fontsize=10)
         ax.set_xlabel("distance d between the key and its repeat (characters)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the axes
