@@ -136,7 +136,7 @@ class FIRE(nn.Module):
         i = torch.arange(i0, i1, device=self.c.device, dtype=torch.float32)[:, None]  # (R, 1)
         j = torch.arange(j0, j1, device=self.c.device, dtype=torch.float32)[None, :]  # (1, S)
         u = fire_distance(i, j, self.c.float(), self.L.float())       # (R, S)
-        h = torch.relu(self.fc(u[..., None]))                          # (R, S, 1) -> (R, S, W)
+        h = torch.relu(self.fc(u[..., None].to(self.fc.weight.dtype)))  # (R, S, 1) -> (R, S, W); a float64 model's MLP
         return self.proj(h).permute(2, 0, 1)                           # (R, S, W) -> (R, S, H) -> (H, R, S)
 
 
