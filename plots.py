@@ -515,7 +515,8 @@ CONTEXT_PANELS = [("the five schemes", "five", ()),
                   ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
                   ("RoPE options", "option", ("rope",)),
                   ("hybrid layer layouts", "hybrid", ("rope",)),
-                  ("the field's comparison set", "field", ("rope", "alibi"))]
+                  ("the field's comparison set", "field", ("rope", "alibi")),
+                  ("the field's schemes + RoPE's training-free scalings", "field_scaled", ())]
 
 
 CONTEXT_EXTRA = ("irope",)  # beside headline(), at most MAX_LINES: the schemes, YaRN, its fine-tune, a hybrid

@@ -226,8 +226,8 @@ def field_table(results: Path) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "ppl: perplexity per character on held-out text (results/extrapolation.csv); effective context: "
               "the largest context whose loss on fixed targets beats every shorter one by more than the 95% "
-              "interval of the difference (results/context_use.csv); exact match: the whole key copied, with its Clopper-Pearson 95% "
-              "interval (results/retrieval.csv); '-': not measured yet."]
+              "interval of the difference (results/context_use.csv); exact match: the whole key copied, with its "
+              "Clopper-Pearson 95% interval (results/retrieval.csv); '-': not measured yet."]
     return "\n".join(lines) + "\n"
 
 
