@@ -215,7 +215,7 @@ def score_row(job, data, s, args, make):
     set_length = length_setter(model, None if switch else scaling, L_train)
     losses, per_char, secs = evaluate(model, val_ids, lengths, blocks, args.batch_tokens, row, set_length)
     decode = None
-    if scaling == "dynamic" and s["decode_len"]:
+    if row == DECODE_ROW and s["decode_len"]:  # plain RoPE's check only (docs/rope_scaling.md), not xpos+dynamic
         set_length(s["decode_len"])
         decode = {"variant": row, "factor": 1.0, "original_max_len": L_train,
                   **cached_vs_full(model, val_ids, s["decode_len"], s["decode_windows"])}
@@ -264,7 +264,7 @@ def main(argv=None) -> int:
     for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
         row, curves[job[0]], dec = score_row(job, (device, val_ids, vocab, fingerprint, blocks), s, args, make)
         rows.append(row)
-        decode = decode if decode and decode["variant"] == DECODE_ROW else dec or decode
+        decode = dec or decode
     meta = {"lengths": s["lengths"], "scored_tokens_per_length": s["span"],
             "scored_text": corpus_description(args.corpus, val_ids.numel(), s["span"], len(blocks)),
             "peak_rss_gib": round(peak_rss_gib(), 3), "checkpoints": str(ckpt_dir), "torch": torch.__version__,
@@ -272,12 +272,7 @@ def main(argv=None) -> int:
             **({"preset": args.preset} if args.preset else {})}
     if old:  # rows of checkpoints not scored now stay; a decoding check not redone now stays
         rows, curves = merge_rows(old["rows"], rows), {**old["loss_vs_position"], **curves}
-        kept = old["meta"].get("dynamic_cached_decoding")
-        # the check of plain RoPE (docs/rope_scaling.md) stays unless this run redid it; another scheme's
-        # dynamic row (xpos+dynamic) replaces only another's
-        if not decode or (kept and kept["variant"] == DECODE_ROW and decode["variant"] != DECODE_ROW):
-            decode = kept
-        meta["dynamic_cached_decoding"] = decode
+        meta["dynamic_cached_decoding"] = decode or old["meta"].get("dynamic_cached_decoding")
         # the memory of the largest run behind the rows: a run of a few rows does not lower the full run's
         meta["peak_rss_gib"] = max(meta["peak_rss_gib"], old["meta"].get("peak_rss_gib") or 0.0)
     meta["provenance"] = merged_provenance((old or {}).get("meta"), {provenance_key(j[0]): provenance_from(j[1])
