@@ -1,4 +1,5 @@
-"""Two learned score biases, as a scheme file: T5's bucketed relative bias ("t5") and FIRE ("fire").
+"""Three learned score biases, as a scheme file: T5's bucketed relative bias ("t5"), KERPLE's log kernel
+("kerple") and FIRE ("fire").
 
 T5: Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified Text-to-Text
 Transformer" (JMLR). One learned scalar per (bucket, head), one table for every layer (T5 computes
@@ -10,6 +11,17 @@ after it: direction-aware, not |i - j|). Init: N(0, n_embd^-0.5), as HF's T5PreT
 (nn.Embedding's default N(0, 1) would put logits of size 1 on the scores at step 0).
 
     bias_h(i, j) = table[bucket(j - i), h]                 (causal: -inf where j > i)
+
+KERPLE (log form): Chi, Fan, Ramadge and Rudnicky, NeurIPS 2022, "KERPLE: Kernelized Relative Positional
+Embedding for Length Extrapolation". Two positive numbers per head, one pair for every layer:
+
+    bias_h(i, j) = -r1_h * log(1 + r2_h * (i - j))          (causal: -inf where j > i; else |i - j|)
+
+Checked against the authors' chijames/KERPLE, megatron/mpu/layers.py, ParallelKerpleLog: r1 ~ U(0, 2),
+r2 ~ U(0, 1), both held at >= 0.01, one module shared across layers, no weight decay (as there). They clamp
+the stored values after each step; here the clamp sits inside the formula: the same bias, with no
+gradient while a stored value is below 0.01. Its colour is named (the spare colours stay with the
+schemes that had them before it was registered here).
 
 FIRE: Li et al., ICLR 2024, "Functional Interpolation for Relative Positions Improves Long Context
 Transformers". A small MLP f (1 -> 32, ReLU, 32 -> H) of the distance, log-compressed and divided by
@@ -28,9 +40,9 @@ Differences: L0 = cfg.train_len (the reference starts L at 512; here the thresho
 length the model is trained at, 256 by default, so the normaliser is fixed inside the training window
 and grows with i only past it); log1p for log(. + 1); no random-position training (its max_length).
 
-Both: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
+All three: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
-FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,fire`).
+FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,kerple,fire`).
 Copied alone it needs torch only (the registration at the bottom runs inside this repository);
 `python field_relbias.py` checks.
 """
@@ -47,6 +59,7 @@ except ImportError:
 NUM_BUCKETS, MAX_DISTANCE = 32, 128  # T5's
 FIRE_WIDTH, FIRE_C, FIRE_EPS = 32, 0.1, 1e-6  # the reference's mlp_width, init_c, eps
 L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L is 512)
+KERPLE_EPS = 1e-2  # the reference's floor for r1 and r2
 
 
 def causal(bias: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
@@ -102,6 +115,37 @@ class T5RelativeBias(nn.Module):
             i = torch.arange(offset + a, offset + b, device=x.device)[:, None]  # (b-a, 1)
             j = torch.arange(s, e, device=x.device)[None, :]                    # (1, e-s)
             bias = shared[:, j - i + Tk - 1]                                    # (H, b-a, e-s), a new tensor
+            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+        return rows, None
+
+
+# ----------------------------------------------------------------------------- KERPLE
+
+def kerple_log_bias(i: torch.Tensor, j: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
+    """Query positions i (R, 1), key positions j (1, S), r1 and r2 (H,) -> the bias (H, R, S), no mask."""
+    r1, r2 = (r.clamp(min=KERPLE_EPS)[:, None, None] for r in (r1, r2))  # (H, 1, 1): held at >= 0.01
+    # bias_h(i, j) = -r1_h * log(1 + r2_h * |i - j|)   (|i - j| = i - j for every key a causal query sees)
+    return -r1 * torch.log1p(r2 * (i - j).abs())                        # (H, 1, 1) * (R, S) -> (H, R, S)
+
+
+class KerpleLog(nn.Module):
+    """One (r1, r2) per head for every layer (the reference shares them); drawn U(0, 2) and U(0, 1)."""
+
+    def __init__(self, n_head: int, causal: bool = True):
+        super().__init__()
+        self.causal = causal
+        self.r1 = nn.Parameter(torch.rand(n_head) * 2)  # (H,), U(0, 2)
+        self.r2 = nn.Parameter(torch.rand(n_head))      # (H,), U(0, 1)
+
+    def score_bias(self, x, layer, offset: int, shared, past):
+        """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
+        if layer.nope:
+            return None, None
+
+        def rows(a, b, s, e):
+            i = torch.arange(offset + a, offset + b, device=x.device, dtype=torch.float32)[:, None]  # (b-a, 1)
+            j = torch.arange(s, e, device=x.device, dtype=torch.float32)[None, :]                    # (1, e-s)
+            bias = kerple_log_bias(i, j, self.r1.float(), self.r2.float())                         # (H, b-a, e-s)
             return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 
@@ -167,6 +211,10 @@ def _self_check() -> None:
     got = t5_bucket(torch.tensor([1, -1, -8, -16, 16, 1000]), bidirectional=True).tolist()
     assert got == [17, 1, 8, 10, 26, 31], got  # 16 per side: n = 16 -> 8 + floor(log 2 / log 16 * 8) = 10
     print(f"ok  t5 bidirectional buckets of rel +1, -1, -8, -16, +16, +1000: {got}")
+    got = kerple_log_bias(torch.tensor([[5.0]]), torch.tensor([[2.0]]), torch.tensor([1.5, 0.0]), torch.tensor([0.5, 0.5]))
+    want = [-1.5 * math.log(2.5), -0.01 * math.log(2.5)]  # r1 = 0 is held at 0.01
+    assert max(abs(g - w) for g, w in zip(got.flatten().tolist(), want)) < 1e-6, (got, want)
+    print(f"ok  kerple bias at i - j = 3, r2 = 0.5: r1 = 1.5 -> -1.5 ln 2.5 = {want[0]:.5f}; r1 = 0 -> held at 0.01")
     u = fire_distance(torch.tensor([[10.0]]), torch.tensor([[0.0]]), torch.tensor(0.1), torch.tensor(64.0))
     want = math.log(2.0) / (math.log(7.4) + FIRE_EPS)  # psi(10) / psi(max(64, 10)), c = 0.1
     assert abs(u.item() - want) < 1e-6, (u.item(), want)
@@ -187,6 +235,9 @@ if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
                                     build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
                                     prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))
+    schemes.register(schemes.Scheme("kerple", "score bias (learned log kernel)", __file__,
+                                    build=lambda cfg: KerpleLog(cfg.n_head, cfg.causal),
+                                    score_bias=KerpleLog.score_bias, colour="#a55194"))
     schemes.register(schemes.Scheme("fire", "score bias (learned MLP of distance)", __file__,
                                     build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal),
                                     score_bias=FireLayers.score_bias))

@@ -1,5 +1,5 @@
-"""field_relbias.py, the T5 and FIRE scheme files: T5's buckets are Hugging Face's and never fall as the distance
-grows; both chunk biases equal a plain-Python double loop over (i, j); chunks of 3 and cached decoding equal the
+"""field_relbias.py, the T5, KERPLE and FIRE scheme files: T5's buckets are Hugging Face's and never fall as the
+distance grows; each chunk bias equals a plain-Python double loop over (i, j); chunks of 3 and cached decoding equal the
 full forward; every parameter learns. The schemes are loaded from their file inside a fixture and taken out
 again, so the rest of the session never sees them."""
 import math
@@ -16,7 +16,7 @@ from tiny_lm import GPTConfig, TinyLM
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 PATH = Path(__file__).resolve().parent.parent / "field_relbias.py"
-NAMES = ("t5", "fire")
+NAMES = ("t5", "kerple", "fire")
 # train_len 16: FIRE's threshold L = 16, so a 40-token window has queries on both sides of it
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, "train_len": 16}
 
@@ -149,13 +149,39 @@ def test_fire_chunks_are_the_mlp_of_the_normalised_distance(relbias, causal):
     assert entry.score_bias(fm, x, schemes.Layer(0, True, 0, None), 0, None, None) == (None, None)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_kerple_chunks_are_the_log_kernel(relbias, causal):
+    """bias_h(i, j) = -r1_h log(1 + r2_h |i - j|) with r1, r2 held at >= 0.01, in plain Python, for queries after
+    a cache of 40 keys and near 4096; one kernel for every layer (the same chunk in layers 0 and 1)."""
+    entry, m = relbias["kerple"], model("kerple", causal=causal).kerple
+    r1, r2 = [0.7, 0.001], [0.3, 1.4]  # head 1: r1 below the floor, 0.01 is used
+    with torch.no_grad():
+        m.r1.copy_(torch.tensor(r1))
+        m.r2.copy_(torch.tensor(r2))
+    for offset, T, cuts in ((40, 5, ((0, 5, 0, 45), (1, 4, 2, 44))), (4090, 6, ((2, 5, 4080, 4096),))):
+        x = torch.randn(1, T, KW["n_embd"])
+        with torch.no_grad():
+            chunks = [entry.score_bias(m, x, schemes.Layer(k, False, 0, None), offset, None, None) for k in (0, 1)]
+        for a, b, s, e in cuts:
+            want = torch.tensor([[[-max(r1[h], 0.01) * math.log1p(r2[h] * abs(i - j)) if j <= i or not causal
+                                   else -math.inf for j in range(s, e)] for i in range(offset + a, offset + b)]
+                                 for h in range(2)], dtype=torch.float64)
+            for rows, state in chunks:
+                assert state is None
+                same_inf, err = chunk_err(rows(a, b, s, e), want)
+                assert same_inf and err < 1e-5, f"kerple at {offset}: rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
+
+
 def test_init_and_entries(relbias):
-    """T5's table at HF's std n_embd^-0.5; FIRE's c = 0.1 and L = train_len in every layer; no decay, both
-    with a bidirectional form, no cache state needed."""
+    """T5's table at HF's std n_embd^-0.5; KERPLE's r1 in (0, 2) and r2 in (0, 1), one pair per head for the
+    model; FIRE's c = 0.1 and L = train_len in every layer; no decay, each with a bidirectional form."""
     for e in relbias.values():
         assert e.decay == () and not e.causal_only and e.colour is not None, e
     std = TinyLM(GPTConfig(**{**KW, "n_embd": 64, "n_head": 8, "pos": "t5"})).t5.table.weight.std().item()
     assert abs(std - 64 ** -0.5) < 0.04, f"t5 table std {std:.4f}, want {64 ** -0.5:.4f}"
+    k = TinyLM(GPTConfig(**{**KW, "n_head": 64, "n_embd": 64, "pos": "kerple"})).kerple
+    assert k.r1.shape == (64,) and 0 < k.r1.min() and k.r1.max() < 2 and k.r1.max() > 1, k.r1  # U(0, 2)
+    assert 0 < k.r2.min() and k.r2.max() < 1, k.r2                                             # U(0, 1)
     for fire in model("fire", train_len=256).fire.layers:
         assert abs(fire.c.item() - 0.1) < 1e-7 and fire.L.item() == 256.0, (fire.c.item(), fire.L.item())
 
@@ -191,7 +217,8 @@ def test_cached_decoding_equals_the_full_forward(relbias, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_parameters_get_gradients(relbias, name):
-    """The loss reaches T5's table in every head at each bucket a 40-token window uses (distances 0..39), and
+    """The loss reaches T5's table in every head at each bucket a 40-token window uses (distances 0..39), KERPLE's
+    r1 and r2 in every head, and
     every FIRE parameter of every layer: c, L (queries before position 16 are normalised by L), fc, and proj
     in every head. Not every hidden unit: nn.Linear's init leaves some ReLUs off for every u in [0, 1]."""
     m = model(name).train()
@@ -202,6 +229,8 @@ def test_the_parameters_get_gradients(relbias, name):
         g = p.grad.abs()
         if name == "t5":  # (buckets, H): every used bucket, every head
             g = g[sorted({py_bucket(-d, False) for d in range(40)})]
+        elif name == "kerple":  # r1, r2 (H,): every head (init above the floor at this seed)
+            pass
         elif pname.endswith("proj.weight") or pname.endswith("proj.bias"):  # (H, W) or (H,): every head
             g = g.reshape(g.shape[0], -1).amax(dim=-1)
         else:  # c, L_scale, fc: somewhere
