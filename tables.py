@@ -231,6 +231,42 @@ def field_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What differs between our scheme and x-transformers' beyond the recipe (docs/recipe.md lists the recipe's
+# differences, which every row shares): anchor_xtransformers.py's SCHEMES comment, read from its 2.31.10 source.
+ANCHOR_DIFFERS = {
+    "rope": "none beyond the recipe (the whole head turned, as ours)",
+    "alibi": "none beyond the recipe (the same slopes)",
+    "t5": "its table starts at N(0, 1) and is multiplied by sqrt(head dim) = 5.7, so its bias has std 5.7 at "
+          "step 0 (ours: 0.09, Hugging Face's init); the same 32 causal buckets to 128, one table per model",
+    "xpos": "positions centred at the middle of each input (ours: a fixed centre at 128); scale base 512 as ours",
+    "fox": "the gate's bias starts at 5 (gates near 1, little forgetting; ours at 0, the FoX reference's); "
+           "the same gate sigma(w x + b) per head and layer",
+}
+
+
+def field_anchor_table(results: Path) -> str:
+    """docs/field.md's independent check: our seed-0 row of each field scheme x-transformers has, and of rope and
+    alibi (whose gap is the recipe's, docs/recipe.md), beside x-transformers' seed 0 (anchor_xtransformers.json),
+    at 256 and 4096, with ours / theirs at 256 and what differs. "" until a field scheme has an anchor row."""
+    anchor = read_json(Path(results) / "anchor_xtransformers.json")
+    theirs = {r["scheme"]: r for r in anchor.get("rows", []) if r.get("seed", 0) == 0}
+    ours = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
+    if not any(s in theirs and s in ours for s in schemes.FIELD):
+        return ""
+    L0, L1 = anchor["meta"]["lengths"][0], anchor["meta"]["lengths"][-1]
+    lines = [f"| scheme | ours, ppl@{L0} | x-transformers, ppl@{L0} | ours / theirs @{L0} | ours, ppl@{L1} | "
+             f"x-transformers, ppl@{L1} | what differs besides the recipe |", "|---|---|---|---|---|---|---|"]
+    for name in ("rope", "alibi", *schemes.FIELD):
+        if name in theirs and name in ours:
+            a, b = ours[name], theirs[name]
+            lines.append(f"| {name} | {a[f'ppl_{L0}']:.2f} | {b[f'ppl@{L0}']:.2f} | {a[f'ppl_{L0}'] / b[f'ppl@{L0}']:.3f} | "
+                         f"{a[f'ppl_{L1}']:.2f} | {b[f'ppl@{L1}']:.2f} | {ANCHOR_DIFFERS.get(name, '-')} |")
+    lines += ["", f"Seed 0 of both. ours: results/extrapolation.json (train_compare.py's recipe); x-transformers: "
+              f"results/anchor_xtransformers.json (`python anchor_xtransformers.py --schemes t5,xpos,fox`), the same "
+              f"batches, scored on {anchor['meta']['tokens']:,} held-out characters."]
+    return "\n".join(lines) + "\n"
+
+
 def sync_glance(results: Path) -> None:
     """Recompute the glance table, the copy family's table and the current models' table and write
     them into their pages (repository results only)."""
@@ -239,7 +275,8 @@ def sync_glance(results: Path) -> None:
     for name, table in (("copy_family", copy_family_table(Path(results))),
                         ("current_models", current_models_table(Path(results))),
                         ("text_retrieval", text_retrieval_paragraph(Path(results))),
-                        ("field", field_table(Path(results)))):
+                        ("field", field_table(Path(results))),
+                        ("field_anchor", field_anchor_table(Path(results)))):
         if table:
             sync_table(name, table, results)
     if is_repo_results(results):
@@ -259,8 +296,9 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns
+        ablated = {r["scheme"] for r in rows}  # the field's anchors (t5, xpos, fox) have docs/field.md's table
         rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"]
-                 if r.get("seed", 0) == 0 and r["scheme"] != "rope_half"]
+                 if r.get("seed", 0) == 0 and r["scheme"] in ablated]
         rows += [dict(r, knob=half, scheme="rope") for r in other["rows"]
                  if r.get("seed", 0) == 0 and r["scheme"] == "rope_half"]
     schemes_ = list(dict.fromkeys(r["scheme"] for r in rows))
@@ -291,10 +329,11 @@ def row_seed(row: dict) -> int:
 
 
 def sync_recipe(results: Path) -> None:
-    """Write recipe_table, recipe_seeds_table and seeds_vs_anchor into their page (docs/recipe.md),
-    repository results only."""
+    """Write recipe_table, recipe_seeds_table and seeds_vs_anchor into their page (docs/recipe.md), and
+    field_anchor_table into docs/field.md; repository results only."""
     for name, table in (("recipe", recipe_table(Path(results))), ("recipe_seeds", recipe_seeds_table(Path(results))),
-                        ("anchor_seeds", seeds_vs_anchor(Path(results)))):
+                        ("anchor_seeds", seeds_vs_anchor(Path(results))),
+                        ("field_anchor", field_anchor_table(Path(results)))):
         if table:
             sync_table(name, table, results)
 

@@ -99,3 +99,30 @@ def test_field_table_applies_its_rules(tmp_path):
     assert body["rope"] == "| rope | 5.00 | 6.01 | yes | - | - | - | - |", body["rope"]
     (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex[2:]}))
     assert tables.field_table(tmp_path) == "", "no field row: no table"
+
+
+def test_field_anchor_table_sets_seed_0_beside_seed_0_and_keeps_the_recipe_table_to_its_schemes(tmp_path):
+    """docs/field.md's anchor table: rope and alibi first (the recipe's gap), then each field scheme both sides
+    have; ours / theirs at 256 computed from the two files; another seed is ignored; and docs/recipe.md's
+    table takes from the anchor only the schemes its ablation has (no t5 column)."""
+    ex = [{"variant": n, "ppl_256": a, "ppl_4096": b} for n, a, b in
+          (("rope", 5.0, 30.0), ("t5", 5.2, 11.0), ("fox", 4.9, 4.8), ("xpos", 4.9, 5.1))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
+    anchor = [{"scheme": s, "seed": seed, "ppl@256": a, "ppl@4096": b} for s, seed, a, b in
+              (("rope", 0, 4.0, 40.0), ("t5", 0, 4.0, 8.0), ("t5", 1, 9.0, 9.0), ("fox", 0, 4.9, 4.7))]
+    (tmp_path / "anchor_xtransformers.json").write_text(json.dumps(
+        {"meta": {"lengths": [256, 4096], "tokens": 65536}, "rows": anchor}))
+    lines = [ln for ln in tables.field_anchor_table(tmp_path).splitlines() if ln.startswith("| ")]
+    body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
+    assert list(body) == ["rope", "t5", "fox"], list(body)
+    assert body["t5"][1:6] == ["5.20", "4.00", "1.300", "11.00", "8.00"], body["t5"]
+    assert body["rope"][1:6] == ["5.00", "4.00", "1.250", "30.00", "40.00"], body["rope"]
+    (tmp_path / "anchor_xtransformers.json").write_text(json.dumps(
+        {"meta": {"lengths": [256, 4096], "tokens": 65536}, "rows": anchor[:1]}))
+    assert tables.field_anchor_table(tmp_path) == "", "no field scheme in the anchor: no table"
+    (tmp_path / "recipe_ablation.json").write_text(json.dumps({"meta": {"lengths": [256, 4096]}, "rows": [
+        {"knob": "baseline", "scheme": "rope", "ppl@256": 5.0, "ppl@4096": 30.0}]}))
+    (tmp_path / "anchor_xtransformers.json").write_text(json.dumps(
+        {"meta": {"lengths": [256, 4096], "tokens": 65536}, "rows": anchor}))
+    head = tables.recipe_table(tmp_path).splitlines()[0]
+    assert "t5" not in head and "fox" not in head and "rope ppl@256" in head, head
