@@ -236,13 +236,14 @@ def git_commit() -> str:
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def training_provenance(argv, corpus_sha256: str, seed: int, script: str = None) -> dict:
+def training_provenance(argv, corpus_sha256: str, seed: int, script: str = None, device=None) -> dict:
     """What a checkpoint records of how it was made, beside its config and train_config: the
-    command (`python <script> <argv>`), the commit and the full SHA-256 of the corpus text (train + validation)."""
+    command (`python <script> <argv>`), the commit, the full SHA-256 of the corpus text (train + validation),
+    and the device it trained on (the same recipe on a GPU rounds differently from the CPU)."""
     args = sys.argv[1:] if argv is None else list(argv)
     script = script or Path(sys.argv[0]).name
     return {"command": " ".join(["python", script, *args]).strip(), "commit": git_commit(),
-            "corpus_sha256": corpus_sha256, "seed": seed}
+            "corpus_sha256": corpus_sha256, "seed": seed, **({"device": str(device)} if device is not None else {})}
 
 
 def provenance_of(ck: dict) -> dict:
@@ -254,7 +255,8 @@ def provenance_of(ck: dict) -> dict:
     train = extra.get("train_config") or {}
     return {"config": dict(ck.get("config") or {}), "train": dict(train),
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
-            **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")}}
+            **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")},
+            **({"device": made["device"]} if "device" in made else {})}  # recorded since 2026-12 (older: the CPU)
 
 
 def provenance_key(row: str) -> str:

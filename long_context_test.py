@@ -70,7 +70,9 @@ from variants import FINETUNES, VARIANTS, is_copy, order_of, scaled
 # every distance from FAR_FROM on for every model; text models get --trials (32) below it, where none copies.
 FAR_FROM = 512
 # The rows measured on passkeys outside the training format (--only formats): the copy models that copy.
-FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn")
+FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn",
+               # the field's copy models (docs/field.md), measured once they copy
+               "t5_copy", "kerple_copy", "fire_copy", "xpos_copy", "rope_sink_copy", "alibi_sink_copy", "rope_copy_ft_drope")
 
 
 # ----------------------------------------------------------------------------- command line

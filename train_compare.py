@@ -371,7 +371,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
              "tokens": tc.steps * tc.batch_size * tc.seq_len,
-             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py"),
+             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py", device.type),
              **scheme_file_of(name)}
     if rank == 0:
         tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
