@@ -34,7 +34,7 @@ from tqdm import tqdm
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
-from eval_common import check_writable, custom_out, json_to_redraw
+from eval_common import check_writable, custom_out, is_repo_results, json_to_redraw
 from variants import run_dirs
 
 MiB = 2 ** 20
@@ -393,6 +393,9 @@ def redraw(out: Path) -> int:
     report += f"\nWall time of this run: {d['wall_s']:.0f} s.\n"
     tiny_lm.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", d["device_type"])
+    if is_repo_results(out):  # docs/field.md's cost table and the numbers of docs/benchmark.md's sentences
+        import tables
+        tables.sync_glance(out)
     return 0
 
 

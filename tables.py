@@ -267,6 +267,35 @@ def field_anchor_table(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def field_cost_table(results: Path) -> str:
+    """docs/field.md's cost table: for rope, alibi and the field's schemes, the file its core lives in and
+    that file's code lines (extrapolation.json's pos_file_loc: a file two schemes share counts once for
+    each), the parameters it adds (params_added), and one forward of the whole model at the longest
+    benchmarked length, time and peak memory, with their ratio to RoPE's (benchmark.json). "" until the
+    benchmark has a field scheme."""
+    bench = read_json(Path(results) / "benchmark.json")
+    if not bench or not any(s in bench["config"]["schemes"] for s in schemes.FIELD):
+        return ""
+    T = bench["config"]["lengths"][-1]
+    ms = {s: t * 1e3 for s, L, t in bench["times"] if L == T}
+    mib = {s: m / 2 ** 20 for s, what, m in bench["memory"] if what == f"forward {T}"}
+    ex = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
+    lines = [f"| scheme | file | its code lines | parameters added | forward ms @{T} | / RoPE | "
+             f"peak MiB @{T} | / RoPE |", "|---|---|---|---|---|---|---|---|"]
+    for name in ("rope", "alibi", *schemes.FIELD):
+        if name not in ms or name not in ex:
+            continue
+        r = ex[name]
+        lines.append(f"| {name} | {Path(schemes.get(name).pos_file).name} | {r['pos_file_loc']} | {r['params_added']:,} | "
+                     f"{ms[name]:.0f} | {ms[name] / ms['rope']:.2f} | "
+                     + (f"{mib[name]:.0f} | {mib[name] / mib['rope']:.2f} |" if name in mib and "rope" in mib else "- | - |"))
+    lines += ["", f"Code lines: the scheme's file without blank lines, comments and docstrings (field_relbias.py holds "
+              f"t5, kerple and fire together). Time and memory: results/benchmark.md (`python benchmark.py`), one "
+              f"forward of the whole tiny LM at batch 1 on {bench['machine'].split(';')[0]}; parameters added to the "
+              f"4-layer model, from results/extrapolation.csv."]
+    return "\n".join(lines) + "\n"
+
+
 def sync_glance(results: Path) -> None:
     """Recompute the glance table, the copy family's table and the current models' table and write
     them into their pages (repository results only)."""
@@ -276,7 +305,8 @@ def sync_glance(results: Path) -> None:
                         ("current_models", current_models_table(Path(results))),
                         ("text_retrieval", text_retrieval_paragraph(Path(results))),
                         ("field", field_table(Path(results))),
-                        ("field_anchor", field_anchor_table(Path(results)))):
+                        ("field_anchor", field_anchor_table(Path(results))),
+                        ("field_cost", field_cost_table(Path(results)))):
         if table:
             sync_table(name, table, results)
     if is_repo_results(results):

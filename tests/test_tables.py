@@ -126,3 +126,26 @@ def test_field_anchor_table_sets_seed_0_beside_seed_0_and_keeps_the_recipe_table
         {"meta": {"lengths": [256, 4096], "tokens": 65536}, "rows": anchor}))
     head = tables.recipe_table(tmp_path).splitlines()[0]
     assert "t5" not in head and "fox" not in head and "rope ppl@256" in head, head
+
+
+def test_field_cost_table_reads_the_benchmark_at_its_longest_length_and_divides_by_ropes(tmp_path):
+    """docs/field.md's cost table: time and memory at the benchmark's longest length over RoPE's, the
+    parameters and code lines of the seed-0 row; a scheme the benchmark lacks is left out; no field
+    scheme in the benchmark: no table."""
+    ex = [{"variant": n, "params_added": p, "pos_file_loc": loc} for n, p, loc in
+          (("rope", 0, 76), ("alibi", 0, 44), ("kerple", 8, 100), ("kerple [seed1]", 9, 1), ("fox", 2064, 60))]
+    (tmp_path / "extrapolation.json").write_text(json.dumps({"meta": {}, "rows": ex}))
+    times = [[s, L, t] for s, t in (("rope", 0.2), ("kerple", 0.5), ("alibi", 0.1)) for L in (512, 4096)]
+    times += [["kerple", 512, 9.0]]  # a shorter length is not read
+    memory = [["rope", "forward 4096", 80 * 2 ** 20], ["kerple", "forward 4096", 100 * 2 ** 20]]
+    bench = {"config": {"schemes": ["rope", "alibi", "kerple"], "lengths": [512, 4096]}, "machine": "cpu (x86_64); 2 CPUs",
+             "times": times, "memory": memory}
+    (tmp_path / "benchmark.json").write_text(json.dumps(bench))
+    lines = [ln for ln in tables.field_cost_table(tmp_path).splitlines() if ln.startswith("| ")]
+    body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
+    assert list(body) == ["rope", "alibi", "kerple"], list(body)  # fox: not benchmarked
+    assert body["kerple"][1:] == ["field_relbias.py", "100", "8", "500", "2.50", "100", "1.25 |"], body["kerple"]
+    assert body["alibi"][4:] == ["100", "0.50", "-", "- |"], body["alibi"]  # no memory measured: a dash
+    bench["config"]["schemes"] = ["rope", "alibi"]
+    (tmp_path / "benchmark.json").write_text(json.dumps(bench))
+    assert tables.field_cost_table(tmp_path) == "", "no field scheme in the benchmark: no table"
