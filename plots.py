@@ -478,29 +478,38 @@ def train_curves(path, logs, finetunes) -> None:
 def copy_curves(path, logs) -> None:
     """The copy family's base models in training (fine-tunes: the tables): (a) validation loss on
     text, (b) per-character accuracy and (c) exact match of the passkey probe (train_compare: letter keys at d = 32 and 128, 32
-    windows each; the last distance probed is drawn), against step. logs: train_log.json's,
-    whose copy-trained entries carry "probe"."""
+    windows each; the last distance probed is drawn), against step. One row of panels per group, the
+    field's twins apart from the rest, a group cut into even pieces of at most MAX_LINES. logs:
+    train_log.json's, whose copy-trained entries carry "probe"."""
     plt = _plt()
     parsed = {n: row_names.parse(n) for n in logs}
     names = [n for n in logs if parsed[n].copy and parsed[n].finetune is None and logs[n].get("probe")]
     d = sorted(logs[names[0]]["probe"][-1], key=lambda k: int(k[1:]))[-1]  # e.g. "d128"
-    panels = [("(a) validation loss on text (nats/char)", None),
-              (f"(b) passkey at d = {d[1:]}: per-character accuracy", 0),
-              (f"(c) passkey at d = {d[1:]}: exact match", 1)]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    for ax, (title, k) in zip(axes, panels):
-        for n in names[:MAX_LINES]:
-            h = logs[n]
-            ys = h["val_loss"] if k is None else [p[d][k] for p in h["probe"]]
-            _line(ax, h["step"], ys, n, ms=2.5, lw=1.4)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("optimizer step")
-        ax.grid(alpha=0.3)
-        if k is not None:
-            ax.set_ylim(-0.03, 1.03)
+    rows = []
+    for title, members in (("the copy family", [n for n in names if _group(n) != "copy_field"]),
+                           ("the field's copy twins", [n for n in names if _group(n) == "copy_field"])):
+        pieces = math.ceil(len(members) / MAX_LINES)
+        size = math.ceil(len(members) / max(1, pieces))
+        rows += [(title + (f" ({k // size + 1})" if pieces > 1 else ""), members[k:k + size])
+                 for k in range(0, len(members), size)]
+    panels = [("validation loss on text (nats/char)", None),
+              (f"passkey at d = {d[1:]}: per-character accuracy", 0),
+              (f"passkey at d = {d[1:]}: exact match", 1)]
+    fig, grid = plt.subplots(len(rows), 3, figsize=(16, 4.4 * len(rows)), squeeze=False)
     lowest = min(min(logs[n]["val_loss"]) for n in names)
-    axes[0].set_ylim(top=min(axes[0].get_ylim()[1], max(3.5, lowest + 1.0)))
-    axes[0].legend(fontsize=8)
+    for i, (axes, (group, members)) in enumerate(zip(grid, rows)):
+        for j, (ax, (title, k)) in enumerate(zip(axes, panels)):
+            for n in members:
+                h = logs[n]
+                ys = h["val_loss"] if k is None else [p[d][k] for p in h["probe"]]
+                _line(ax, h["step"], ys, n, ms=2.5, lw=1.4)
+            ax.set_title(f"({chr(97 + 3 * i + j)}) {group}: {title}", fontsize=10)
+            ax.set_xlabel("optimizer step")
+            ax.grid(alpha=0.3)
+            if k is not None:
+                ax.set_ylim(-0.03, 1.03)
+        axes[0].set_ylim(top=min(axes[0].get_ylim()[1], max(3.5, lowest + 1.0)))
+        axes[0].legend(fontsize=8)
     fig.suptitle("The copy family in training: text and copying (probe windows are not the retrieval table's)")
     fig.tight_layout()
     _save(fig, path)

@@ -47,10 +47,12 @@ def _draw(name, path):
         getattr(plots, name)(path, d["rows"], d["meta"])
     elif name == "copy_calibration":
         plots.copy_calibration(path, _json("copy_calibration.json")["curves"])
+    elif name == "copy_curves":
+        plots.copy_curves(path, _json("train_log.json")["logs"])
 
 
 FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curves", "context_use",
-           "context_use_all", "retrieval", "copy_calibration"]
+           "context_use_all", "retrieval", "copy_calibration", "copy_curves"]
 
 
 @pytest.fixture
@@ -192,3 +194,14 @@ def test_other_scripts_follow_the_rule(tmp_path, checked):
     for name in written:
         assert (tmp_path / f"{name}.png").is_file(), f"{name}.png not written"
     assert len(checked) == len(written), f"check_distinct ran {len(checked)} times for {len(written)} figures"
+
+
+def test_copy_curves_draws_every_copy_base_model_once(tmp_path, checked):
+    """Every copy-trained base model of train_log.json with a probe is drawn in each column of panels, once:
+    none is cut to keep a panel at MAX_LINES (the field's twins get their own row)."""
+    logs = _json("train_log.json")["logs"]
+    plots.copy_curves(tmp_path / "c.png", logs)
+    want = sorted(n for n in logs if row_names.parse(n).copy and row_names.parse(n).finetune is None and logs[n].get("probe"))
+    for col in range(3):
+        drawn = sorted(ln.get_label() for ax in checked[0].axes[col::3] for ln in _data_lines(ax))
+        assert drawn == want, f"column {col}: drawn {drawn}, want {want}"
