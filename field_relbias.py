@@ -10,7 +10,11 @@ causal=False: T5's encoder form, bidirectional=True (16 buckets for keys before 
 after it: direction-aware, not |i - j|). Init: N(0, n_embd^-0.5), as HF's T5PreTrainedModel._init_weights
 (nn.Embedding's default N(0, 1) would put logits of size 1 on the scores at step 0).
 
-    bias_h(i, j) = table[bucket(j - i), h]                 (causal: -inf where j > i)
+    bias_h(i, j) = scale * table[bucket(j - i), h]          (causal: -inf where j > i)
+
+Option scale (t5{scale=5.657}): 1, the default, is HF's form above; any other value is x-transformers'
+RelativePositionBias form, a table started at N(0, 1) and multiplied by scale (theirs: sqrt(head dim),
+5.657 here). With Adam that bias starts about 64 times larger and moves `scale` times faster per step.
 
 KERPLE (log form): Chi, Fan, Ramadge and Rudnicky, NeurIPS 2022, "KERPLE: Kernelized Relative Positional
 Embedding for Length Extrapolation". Two positive numbers per head, one pair for every layer:
@@ -93,17 +97,19 @@ def t5_bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int = NUM_BUC
 class T5RelativeBias(nn.Module):
     """One (buckets, H) table for every layer; prepare looks it up once per forward, per relative position."""
 
-    def __init__(self, n_head: int, n_embd: int, causal: bool = True):
+    def __init__(self, n_head: int, n_embd: int, causal: bool = True, scale: float = 1.0):
         super().__init__()
-        self.causal = causal
+        self.causal, self.scale = causal, scale
         self.table = nn.Embedding(NUM_BUCKETS, n_head)
-        nn.init.normal_(self.table.weight, 0.0, n_embd ** -0.5)  # HF's init (factor 1)
+        # HF's init (factor 1) for scale 1; x-transformers' N(0, 1) under its multiplier otherwise
+        nn.init.normal_(self.table.weight, 0.0, n_embd ** -0.5 if scale == 1.0 else 1.0)
 
     def prepare(self, x, offset: int) -> torch.Tensor:
         """The bias of every relative position rel = -(Tk-1) .. Tk-1 of this forward: (H, 2 Tk - 1)."""
         Tk = offset + x.shape[1]
         rel = torch.arange(1 - Tk, Tk, device=x.device)                   # (2Tk-1,)
-        return self.table(t5_bucket(rel, not self.causal)).T              # (2Tk-1, H) -> (H, 2Tk-1)
+        bias = self.table(t5_bucket(rel, not self.causal)).T              # (2Tk-1, H) -> (H, 2Tk-1)
+        return bias if self.scale == 1.0 else self.scale * bias
 
     def score_bias(self, x, layer, offset: int, shared, past):
         """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1, gathered from shared."""
@@ -233,8 +239,10 @@ def _self_check() -> None:
 # Registered by schemes.py's last line (importing this file); run as a script, that import has done it.
 if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("t5", "score bias (learned buckets)", __file__,
-                                    build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal),
-                                    prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias))
+                                    build=lambda cfg: T5RelativeBias(cfg.n_head, cfg.n_embd, cfg.causal,
+                                                                     **cfg.pos_options),
+                                    prepare=T5RelativeBias.prepare, score_bias=T5RelativeBias.score_bias,
+                                    options={"scale": 1.0}))
     schemes.register(schemes.Scheme("kerple", "score bias (learned log kernel)", __file__,
                                     build=lambda cfg: KerpleLog(cfg.n_head, cfg.causal),
                                     score_bias=KerpleLog.score_bias, colour="#a55194"))

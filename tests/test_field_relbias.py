@@ -172,6 +172,28 @@ def test_kerple_chunks_are_the_log_kernel(relbias, causal):
                 assert same_inf and err < 1e-5, f"kerple at {offset}: rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
 
 
+def test_t5_scale_option_is_x_transformers_relative_position_bias(relbias):
+    """t5{scale=s}: x-transformers' RelativePositionBias (the anchor's T5, 2.31.10), table at N(0, 1) times s. With
+    its table copied in, our causal bias equals its forward(i, j) for queries after a cache; scale 1 stays HF's."""
+    xt = pytest.importorskip("x_transformers.x_transformers")
+    s = 32 ** 0.5
+    torch.manual_seed(0)
+    theirs = xt.RelativePositionBias(scale=s, causal=True, num_buckets=32, max_distance=128, heads=2)
+    entry = relbias["t5"]
+    m = model("t5", pos_options={"scale": s}).t5
+    std = TinyLM(GPTConfig(**{**KW, "n_embd": 64, "n_head": 32, "pos": "t5", "pos_options": {"scale": s}})).t5.table.weight.std()
+    assert abs(std.item() - 1.0) < 0.1, f"x-transformers' table starts at N(0, 1), got std {std.item():.3f}"
+    with torch.no_grad():
+        m.table.weight.copy_(theirs.relative_attention_bias.weight)
+        offset, x = 150, torch.randn(1, 10, KW["n_embd"])
+        rows, _ = entry.score_bias(m, x, schemes.Layer(0, False, 0, None), offset, entry.prepare(m, x, offset), None)
+        got, want = rows(0, 10, 0, 160), theirs(10, 160)  # (H, 10, 160) each: queries 150..159, keys 0..159
+    keep = ~got.isinf()
+    assert torch.equal(keep, torch.ones_like(keep).tril(offset)), "causal: -inf exactly where the key is later"
+    err = (got[keep] - want[keep]).abs().max().item()
+    assert err < 1e-5, f"t5{{scale={s:.3f}}} against x-transformers' RelativePositionBias: max diff {err:.2e}"
+
+
 def test_init_and_entries(relbias):
     """T5's table at HF's std n_embd^-0.5; KERPLE's r1 in (0, 2) and r2 in (0, 1), one pair per head for the
     model; FIRE's c = 0.1 and L = train_len in every layer; no decay, each with a bidirectional form."""
@@ -219,8 +241,9 @@ def test_cached_decoding_equals_the_full_forward(relbias, name):
 def test_the_parameters_get_gradients(relbias, name):
     """The loss reaches T5's table in every head at each bucket a 40-token window uses (distances 0..39), KERPLE's
     r1 and r2 in every head, and
-    every FIRE parameter of every layer: c, L (queries before position 16 are normalised by L), fc, and proj
-    in every head. Not every hidden unit: nn.Linear's init leaves some ReLUs off for every u in [0, 1]."""
+    every FIRE parameter of every layer: c, L (queries before position 16 are normalised by L), fc, and proj's
+    weight in every head. Not every hidden unit: nn.Linear's init leaves some ReLUs off for every u in [0, 1].
+    proj's bias adds one number to every score of a head's row, which softmax cancels: its gradient is rounding."""
     m = model(name).train()
     ids = torch.randint(0, 20, (2, 41), generator=torch.Generator().manual_seed(4))
     m(ids[:, :-1], targets=ids[:, 1:]).loss.backward()
@@ -231,7 +254,10 @@ def test_the_parameters_get_gradients(relbias, name):
             g = g[sorted({py_bucket(-d, False) for d in range(40)})]
         elif name == "kerple":  # r1, r2 (H,): every head (init above the floor at this seed)
             pass
-        elif pname.endswith("proj.weight") or pname.endswith("proj.bias"):  # (H, W) or (H,): every head
+        elif pname.endswith("proj.bias"):  # (H,): a constant over the keys of a row, which softmax cancels
+            assert g.max() < 1e-6, f"{name}.{pname}: softmax ignores a per-head constant, but |grad| {g.tolist()}"
+            continue
+        elif pname.endswith("proj.weight"):  # (H, W): every head
             g = g.reshape(g.shape[0], -1).amax(dim=-1)
         else:  # c, L_scale, fc: somewhere
             g = g.max()
