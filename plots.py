@@ -62,9 +62,10 @@ COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme
     "hybrid_rope": "#b15928",
     "irope_notemp": "#2f4f4f",
 }
-# names neither this table nor the registry knows (a variant of a scheme with options) get one of these by
+# names neither this table nor the registry knows (rope_sink, a scheme file's variant) get one of these by
 # a hash of the name: none is a scheme's (schemes.SPARE_COLOURS are those) or a line's above, so only two
-# such names can clash, which check_distinct catches (then give one a fixed colour).
+# such names can clash, which check_distinct catches (then give one a fixed colour). A scheme with options
+# set takes its scheme's colour, darker, and OPTION_DASH (style).
 SPARE = ("#6b486b", "#a05d56", "#d0743c", "#98abc5", "#8a89a6", "#7b6888", "#ff8c00", "#556b2f")
 
 
@@ -81,6 +82,7 @@ DASHES = {
     "streaming": (0, (6, 1.5)), "window": (0, (1, 1.2)),
 }
 STREAM_SWITCHES = ("streaming", "window")
+OPTION_DASH = (0, (5, 1.5, 1, 1.5))  # a scheme with options set beside its default (t5{scale=5.657} beside t5)
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
 OTHER_SCALED_MARKER = "v"  # a scaling of a scheme other than RoPE (xpos+yarn): RoPE's row has the scaling's colour too
@@ -100,10 +102,14 @@ def style(name: str) -> dict:
         color = COLOURS.get(f"{r.base}_ft_{recipe or 'none'}") or _colour(r.base)
     elif r.scaling:  # a fixed-factor row: its scaling's colour, darker, so that it differs beside the other
         color = _darker(_colour(r.scaling)) if r.fixed else _colour(r.scaling)
+    elif "{" in r.base:  # a scheme with options set (fox{gate_bias=5.0}): its scheme's colour, darker, own dash
+        color = _darker(_colour(r.base.partition("{")[0]))
     else:
         color = _colour(r.base + ("_notemp" if r.notemp else ""))
     # a fine-tune shares the dash of the scaling it was tuned with
     ls = DASHES[r.switch] if r.switch else DASHES.get(r.scaling or recipe, "-")
+    if ls == "-" and "{" in r.base:
+        ls = OPTION_DASH
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
     marker = OTHER_SCALED_MARKER if r.scaling and r.base != "rope" else MARKERS[(finetuned, r.copy)]

@@ -205,3 +205,14 @@ def test_copy_curves_draws_every_copy_base_model_once(tmp_path, checked):
     for col in range(3):
         drawn = sorted(ln.get_label() for ax in checked[0].axes[col::3] for ln in _data_lines(ax))
         assert drawn == want, f"column {col}: drawn {drawn}, want {want}"
+
+
+def test_a_scheme_with_options_is_drawn_as_its_scheme_darker_and_dashed():
+    """t5{scale=5.657} beside t5 and the sink rows of the field's panels: its scheme's colour, darker (not a
+    hashed spare colour another row may hold), and its own dash; the copy twin keeps its copy marker."""
+    opt, base = plots.style("t5{scale=5.657}"), plots.style("t5")
+    assert opt["color"] == plots._darker(base["color"]) and opt["ls"] == plots.OPTION_DASH, opt
+    assert plots.style("fox{gate_bias=5.0}_copy")["marker"] == plots.style("fox_copy")["marker"]
+    looks = {n: tuple(map(str, plots.style(n).values())) for n in
+             ("t5", "t5{scale=5.657}", "alibi_sink", "rope_sink", "fox", "fox{gate_bias=5.0}", "kerple", "fire", "xpos")}
+    assert len(set(looks.values())) == len(looks), looks
