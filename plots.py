@@ -86,6 +86,7 @@ OPTION_DASH = (0, (5, 1.5, 1, 1.5))  # a scheme with options set beside its defa
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
 OTHER_SCALED_MARKER = "v"  # a scaling of a scheme other than RoPE (xpos+yarn): RoPE's row has the scaling's colour too
+OTHER_SCALED_COPY_MARKER = "<"  # the same of its copy twin (xpos_copy+yarn)
 EXEMPT = ("ref", "seed")  # gids check_distinct skips
 
 
@@ -112,7 +113,10 @@ def style(name: str) -> dict:
         ls = OPTION_DASH
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
-    marker = OTHER_SCALED_MARKER if r.scaling and r.base != "rope" else MARKERS[(finetuned, r.copy)]
+    if r.scaling and r.base != "rope":
+        marker = OTHER_SCALED_COPY_MARKER if r.copy else OTHER_SCALED_MARKER
+    else:
+        marker = MARKERS[(finetuned, r.copy)]
     return {"color": color, "ls": ls, "marker": marker}
 
 
@@ -612,6 +616,7 @@ RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
                     ("RoPE and ALiBi fine-tuned at 4x, copy-trained", "copy_finetune", ("rope_copy", "alibi_copy")),
                     ("hybrid layer layouts, copy-trained", "copy_hybrid", ("rope_copy",)),
                     ("the field's comparison set, copy-trained", "copy_field", ("rope_copy", "alibi_copy")),
+                    ("xPos + RoPE's training-free scalings, copy-trained", "copy_field_scaled", ("xpos_copy",)),
                     ("text-trained: the five schemes", "five", ()),
                     ("text-trained: RoPE options", "option", ()),
                     ("text-trained: fine-tunes", "finetune", ()),

@@ -164,7 +164,7 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
     hist = train(model, train_ids, val_ids, tc, desc=f"{knob}/{scheme}", device=device)
     extra = {"train_config": asdict(tc), "knob": knob, "wall_s": round(time.perf_counter() - t0, 1),
              "provenance": {"command": command(args), "commit": git_commit(), "corpus_sha256": corpus_sha256,
-                            "seed": args.seed}}
+                            "seed": args.seed, "device": device.type}}
     tiny_lm.save_checkpoint(path, model.cpu(), vocab, tc.steps, hist, extra)
     return model.to(device), torch.load(path, map_location="cpu", weights_only=True)
 
