@@ -6,6 +6,7 @@ and writing results files (CSV, merged JSON rows).
 What is measured lives in perplexity.py and long_context.py, the tables of the README and docs/
 in tables.py; output folders follow variants.run_dirs.
 """
+import ast
 import csv
 import functools
 import io
@@ -13,6 +14,7 @@ import json
 import resource
 import sys
 import tempfile
+import tokenize
 from pathlib import Path
 
 from tqdm import tqdm
@@ -212,6 +214,32 @@ def custom_out(given, name: str) -> str:
     if Path(out).resolve() == Path(run_dirs()[1]).resolve():
         raise ValueError(f"a run with --scheme-file writes runs/custom/{name} (or another folder), not results/")
     return out
+
+
+def code_lines(path: Path, fence: bool = True) -> int:
+    """Lines holding code in the scheme's plain form: the part of its pos file before the first
+    `# ---- ` fence (for RoPE: plain RoPE; its options, scalings and config reading come after),
+    not blank, not a comment, not a docstring, not the file's own self-check (`_self_check` and
+    the `if __name__ == "__main__":` block). fence=False: the whole file (a file of several schemes)."""
+    src = path.read_text(encoding="utf-8")
+    fence = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None) if fence else None
+    tree = ast.parse(src)
+    doc_lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
+            d = node.body[0]
+            doc_lines.update(range(d.lineno, d.end_lineno + 1))
+    for node in tree.body:
+        if (isinstance(node, ast.FunctionDef) and node.name == "_self_check") or \
+                (isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)):
+            doc_lines.update(range(node.lineno, node.end_lineno + 1))
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                            tokenize.DEDENT, tokenize.ENDMARKER):
+            lines.update(range(tok.start[0], tok.end[0] + 1))
+    core = {n for n in lines - doc_lines if fence is None or n <= fence}  # line numbers are 1-based
+    return len(core)
 
 
 # ----------------------------------------------------------------------------- provenance

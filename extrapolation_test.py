@@ -45,12 +45,9 @@ preview run), the output goes to <ckpt-dir>/results, or an explicit --results re
 """
 
 import argparse
-import ast
-import io
 import json
 import math
 import sys
-import tokenize
 from pathlib import Path
 
 import torch
@@ -60,7 +57,7 @@ import row_names
 import schemes
 import streaming
 import tiny_lm
-from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, csv_text,
+from eval_common import (SCALINGS, add_common_flags, code_lines, check_scalings, check_writable, checked_results, csv_text,
                          eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
                          provenance_from, provenance_key, read_json,
@@ -70,32 +67,6 @@ from tables import sync_glance, sync_table
 from variants import COPY_OF, FINETUNES, PRESETS, VARIANTS, scaled
 
 HERE = Path(__file__).resolve().parent
-
-
-def code_lines(path: Path) -> int:
-    """Lines holding code in the scheme's plain form: the part of its pos file before the first
-    `# ---- ` fence (for RoPE: plain RoPE; its options, scalings and config reading come after),
-    not blank, not a comment, not a docstring, not the file's own self-check (`_self_check` and
-    the `if __name__ == "__main__":` block)."""
-    src = path.read_text(encoding="utf-8")
-    fence = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None)
-    tree = ast.parse(src)
-    doc_lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
-            d = node.body[0]
-            doc_lines.update(range(d.lineno, d.end_lineno + 1))
-    for node in tree.body:
-        if (isinstance(node, ast.FunctionDef) and node.name == "_self_check") or \
-                (isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)):
-            doc_lines.update(range(node.lineno, node.end_lineno + 1))
-    lines = set()
-    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-                            tokenize.DEDENT, tokenize.ENDMARKER):
-            lines.update(range(tok.start[0], tok.end[0] + 1))
-    core = {n for n in lines - doc_lines if fence is None or n <= fence}  # line numbers are 1-based
-    return len(core)
 
 
 def core_loc(pos: str) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import row_names
 import schemes
 import tiny_lm
-from eval_common import GLANCE_ROWS, HERE, is_repo_results, read_json
+from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -269,8 +269,8 @@ def field_anchor_table(results: Path) -> str:
 
 def field_cost_table(results: Path) -> str:
     """docs/field.md's cost table: for rope, alibi and the field's schemes, the file its core lives in and
-    that file's code lines (extrapolation.json's pos_file_loc: a file two schemes share counts once for
-    each), the parameters it adds (params_added), and one forward of the whole model at the longest
+    its code lines (eval_common.code_lines: the plain form before the first fence, as extrapolation.csv's
+    core LoC; a file several schemes share, whole, once for each), the parameters it adds (params_added), and one forward of the whole model at the longest
     benchmarked length, time and peak memory, with their ratio to RoPE's (benchmark.json). "" until the
     benchmark has a field scheme."""
     bench = read_json(Path(results) / "benchmark.json")
@@ -286,11 +286,14 @@ def field_cost_table(results: Path) -> str:
         if name not in ms or name not in ex:
             continue
         r = ex[name]
-        lines.append(f"| {name} | {Path(schemes.get(name).pos_file).name} | {r['pos_file_loc']} | {r['params_added']:,} | "
+        pos_file = Path(schemes.get(name).pos_file)
+        shared = sum(Path(e.pos_file or "") == pos_file for e in schemes.REGISTRY.values()) > 1
+        lines.append(f"| {name} | {pos_file.name} | {code_lines(pos_file, fence=not shared)} | {r['params_added']:,} | "
                      f"{ms[name]:.0f} | {ms[name] / ms['rope']:.2f} | "
                      + (f"{mib[name]:.0f} | {mib[name] / mib['rope']:.2f} |" if name in mib and "rope" in mib else "- | - |"))
-    lines += ["", f"Code lines: the scheme's file without blank lines, comments and docstrings (field_relbias.py holds "
-              f"t5, kerple and fire together). Time and memory: results/benchmark.md (`python benchmark.py`), one "
+    lines += ["", f"Code lines: the plain form of the scheme's file (before its first `# ----` fence) without blank "
+              f"lines, comments, docstrings and its self-check; field_relbias.py holds t5, kerple and fire together, "
+              f"so its row counts the whole file. Time and memory: results/benchmark.md (`python benchmark.py`), one "
               f"forward of the whole tiny LM at batch 1 on {bench['machine'].split(';')[0]}; parameters added to the "
               f"4-layer model, from results/extrapolation.csv."]
     return "\n".join(lines) + "\n"

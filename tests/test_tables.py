@@ -130,7 +130,7 @@ def test_field_anchor_table_sets_seed_0_beside_seed_0_and_keeps_the_recipe_table
 
 def test_field_cost_table_reads_the_benchmark_at_its_longest_length_and_divides_by_ropes(tmp_path):
     """docs/field.md's cost table: time and memory at the benchmark's longest length over RoPE's, the
-    parameters and code lines of the seed-0 row; a scheme the benchmark lacks is left out; no field
+    parameters of the seed-0 row, the code lines of the file (all of a shared one); a scheme the benchmark lacks is left out; no field
     scheme in the benchmark: no table."""
     ex = [{"variant": n, "params_added": p, "pos_file_loc": loc} for n, p, loc in
           (("rope", 0, 76), ("alibi", 0, 44), ("kerple", 8, 100), ("kerple [seed1]", 9, 1), ("fox", 2064, 60))]
@@ -144,7 +144,9 @@ def test_field_cost_table_reads_the_benchmark_at_its_longest_length_and_divides_
     lines = [ln for ln in tables.field_cost_table(tmp_path).splitlines() if ln.startswith("| ")]
     body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
     assert list(body) == ["rope", "alibi", "kerple"], list(body)  # fox: not benchmarked
-    assert body["kerple"][1:] == ["field_relbias.py", "100", "8", "500", "2.50", "100", "1.25 |"], body["kerple"]
+    whole = str(EC.code_lines(EC.HERE / "field_relbias.py", fence=False))  # a file t5, kerple and fire share: all of it
+    assert body["kerple"][1:] == ["field_relbias.py", whole, "8", "500", "2.50", "100", "1.25 |"], body["kerple"]
+    assert body["rope"][2] == str(EC.code_lines(EC.HERE / "pos_rope.py")), body["rope"]  # plain RoPE, before the fence
     assert body["alibi"][4:] == ["100", "0.50", "-", "- |"], body["alibi"]  # no memory measured: a dash
     bench["config"]["schemes"] = ["rope", "alibi"]
     (tmp_path / "benchmark.json").write_text(json.dumps(bench))
