@@ -216,3 +216,19 @@ def test_a_scheme_with_options_is_drawn_as_its_scheme_darker_and_dashed():
     looks = {n: tuple(map(str, plots.style(n).values())) for n in
              ("t5", "t5{scale=5.657}", "alibi_sink", "rope_sink", "fox", "fox{gate_bias=5.0}", "kerple", "fire", "xpos")}
     assert len(set(looks.values())) == len(looks), looks
+
+
+def test_benchmark_figure_keeps_every_scheme_and_at_most_8_lines_a_panel(tmp_path, checked):
+    """benchmark.plot with every registered scheme: each is drawn in both columns, and no panel holds more
+    than MAX_LINES lines (the tutorial's five in one row, the rest beside RoPE and ALiBi in the next)."""
+    import benchmark
+    import schemes
+    cfg = benchmark.BenchConfig(lengths=(64, 128), schemes=tuple(schemes.names()))
+    times = {(s, T): 1e-3 * T * (i + 1) for i, s in enumerate(cfg.schemes) for T in cfg.lengths}
+    memory = {(s, f"forward {T}"): 2 ** 20 * T * (i + 1) for i, s in enumerate(cfg.schemes) for T in cfg.lengths}
+    benchmark.plot(cfg, times, memory, tmp_path / "b.png", "cpu")
+    axes = checked[0].axes
+    assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in axes), [len(_data_lines(ax)) for ax in axes]
+    for col in range(2):
+        drawn = {ln.get_label() for ax in axes[col::2] for ln in _data_lines(ax)}
+        assert drawn == set(cfg.schemes), f"column {col}: {sorted(set(cfg.schemes) - drawn)} not drawn"
