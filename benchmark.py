@@ -278,33 +278,9 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
 
 
 def plot(cfg, times, memory, path: Path, device_type: str) -> None:
-    """Time and memory against length, one row of two panels per group of at most plots.MAX_LINES schemes:
-    the tutorial's (and NoPE), then the rest with RoPE and ALiBi beside them."""
-    import plots
-    five = [s for s in cfg.schemes if s in ("none", "learned", "sin", "rope", "alibi")]
-    rest = [s for s in cfg.schemes if s not in five]
-    refs = [s for s in ("rope", "alibi") if s in five]
-    step = plots.MAX_LINES - len(refs)
-    groups = ([five] if five else []) + [refs + rest[k:k + step] for k in range(0, len(rest), step)]
-    fig, grid = plots._plt().subplots(len(groups), 2, figsize=(11, 4.5 * len(groups)), squeeze=False)
-    L = list(cfg.lengths)
-    for (ax_t, ax_m), group in zip(grid, groups):
-        for s in group:  # each scheme in its colour of the shared rule (plots.style)
-            ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], label=s, **plots.style(s))
-            if memory:
-                ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], label=s, **plots.style(s))
-        ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
-        ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
-                 ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device_type == "cuda" else "ru_maxrss)"))
-        for ax in (ax_t, ax_m):
-            plots._log2_x(ax, L)
-            ax.set_xlabel("sequence length T")
-            ax.grid(alpha=0.3, which="both")
-            if ax.has_data():
-                ax.legend(fontsize=8)
-    fig.suptitle(f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device_type}")
-    fig.tight_layout()
-    plots._save(fig, path)
+    import plots  # the figure's code lives with the others (plots.benchmark)
+    plots.benchmark(path, list(cfg.lengths), list(cfg.schemes), times, memory, device_type,
+                    f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device_type}")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -261,6 +261,7 @@ def _mark_off_axes(ax) -> None:
                             color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
 
 
+SCHEMES_FIVE = ("none", "learned", "sin", "rope", "alibi")  # the tutorial's four and NoPE
 HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
 # the field's comparison set: its schemes (field_*.py), the sink models, and DroPE with its
 # control (recipes drope and keep, variants.RECALIBRATIONS)
@@ -498,6 +499,8 @@ def copy_curves(path, logs) -> None:
     rows = []
     for title, members in (("the copy family", [n for n in names if _group(n) != "copy_field"]),
                            ("the field's copy twins", [n for n in names if _group(n) == "copy_field"])):
+        if not members:
+            continue
         pieces = math.ceil(len(members) / MAX_LINES)
         size = math.ceil(len(members) / max(1, pieces))
         rows += [(title + (f" ({k // size + 1})" if pieces > 1 else ""), members[k:k + size])
@@ -736,3 +739,33 @@ def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: fl
     ax.set(ylabel=ylabel, ylim=(0, top))
     ax.set_title(title, fontsize=10)
     ax.legend(handles=handles, fontsize=8, **legend)
+
+
+# ----------------------------------------------------------------------------- benchmark.py's figure
+
+def benchmark(path, L, names, times, memory, device_type: str, title: str) -> None:
+    """Forward time and peak memory against length (benchmark.py's measurements: times {(scheme, T): s},
+    memory {(scheme, "forward T"): bytes}), a row of two panels per group of at most MAX_LINES schemes:
+    the tutorial's four and NoPE, then the others beside RoPE and ALiBi."""
+    plt, MiB = _plt(), 2 ** 20
+    five, refs = [s for s in names if s in SCHEMES_FIVE], [s for s in ("rope", "alibi") if s in names]
+    rest, step = [s for s in names if s not in five], MAX_LINES - len(refs)
+    groups = ([five] if five else []) + [refs + rest[k:k + step] for k in range(0, len(rest), step)]
+    fig, grid = plt.subplots(len(groups), 2, figsize=(11, 4.5 * len(groups)), squeeze=False)
+    for (ax_t, ax_m), group in zip(grid, groups):
+        for s in group:  # each scheme in its colour of the shared rule (style)
+            ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], label=s, **style(s))
+            if memory:
+                ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], label=s, **style(s))
+        ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
+        ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
+                 ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device_type == "cuda" else "ru_maxrss)"))
+        for ax in (ax_t, ax_m):
+            _log2_x(ax, L)
+            ax.set_xlabel("sequence length T")
+            ax.grid(alpha=0.3, which="both")
+            if ax.has_data():
+                ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path)
