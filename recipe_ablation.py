@@ -53,6 +53,8 @@ from pathlib import Path
 
 import torch
 
+import row_names
+import schemes
 import tables
 import tiny_lm
 from eval_common import (UNKNOWN, check_writable, csv_text, fail, git_commit, is_repo_results, json_to_redraw,
@@ -121,7 +123,19 @@ def knob_settings(knob: str, scheme: str, args, vocab_size: int) -> tuple:
     """(GPTConfig fields, TrainConfig) of one (knob, scheme) model of this run."""
     model_over, train_over = KNOBS[knob]
     tc = replace(TrainConfig(), **(QUICK_TRAIN if args.quick else {}), seed=args.seed, **train_over)
-    return {"vocab_size": vocab_size, "pos": scheme, **(QUICK_MODEL if args.quick else {}), **model_over}, tc
+    pos, options = row_names.scheme_options(scheme)  # t5{scale=5.657}: a scheme with options set
+    return {"vocab_size": vocab_size, "pos": pos, **({"pos_options": options} if options else {}),
+            **(QUICK_MODEL if args.quick else {}), **model_over}, tc
+
+
+def known_scheme(name: str) -> bool:
+    """A registered scheme, or one with options it has (t5{scale=5.657})."""
+    try:
+        pos, options = row_names.scheme_options(name)
+        schemes.options_of(pos, options)
+    except (ValueError, KeyError):
+        return False
+    return pos in tiny_lm.SCHEMES
 
 
 def checkpoint_path(out: Path, knob: str, scheme: str, seed: int) -> Path:
@@ -172,7 +186,7 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
 def check(args):
     """(knobs, schemes, lengths, tokens) from the arguments, or one line on stderr and None."""
     knobs, schemes = args.knobs.split(","), args.schemes.split(",")
-    bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if s not in tiny_lm.SCHEMES]
+    bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if not known_scheme(s)]
     if bad:
         print(f"error: unknown knob or scheme {','.join(bad)}; knobs: {','.join(KNOBS)}; "
               f"schemes: {','.join(tiny_lm.SCHEMES)}", file=sys.stderr)

@@ -326,7 +326,7 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     if not data:
         return ""
     # other seeds: recipe_seeds_table; the field's schemes (t5's controls): docs/field.md's anchor section
-    rows = [dict(r) for r in data["rows"] if row_seed(r) == 0 and r["scheme"] not in schemes.FIELD]
+    rows = [dict(r) for r in data["rows"] if row_seed(r) == 0 and r["scheme"].partition("{")[0] not in schemes.FIELD]
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns
