@@ -97,3 +97,36 @@ def test_quick_run_writes_rows_and_reuses_its_checkpoints(tmp_path, monkeypatch,
 def test_bad_input_is_one_line_before_any_work(refused, tmp_path):
     assert "warp" in refused(anchor.main, ["--schemes", "rope,warp"])
     assert "never writes results/" in refused(anchor.main, ["--quick", "--results", "results"])
+
+
+def test_tinylm_with_x_transformers_t5_weights_gives_its_logits():
+    """The whole forward against the anchor's: TinyLM(pos t5{scale=sqrt(32)}) with the weights of x-transformers'
+    T5 model copied in (its LayerNorm gains are stored minus 1 and have no bias; our token table is multiplied
+    by sqrt(C) in forward) gives the same logits. So the anchor's T5 gap (docs/field.md) is not the forward."""
+    import math
+    from tiny_lm import GPTConfig, TinyLM
+    torch.manual_seed(0)
+    theirs = anchor.XTransformersLM(anchor.AnchorConfig(n_layer=2, scheme="t5"), vocab_size=78, seq_len=256).eval()
+    ours = TinyLM(GPTConfig(pos="t5", vocab_size=78, n_layer=2, pos_options={"scale": math.sqrt(32)})).eval()
+    w = dict(theirs.named_parameters())
+    layer = "net.attn_layers.layers"
+    with torch.no_grad():
+        ours.tok_emb.weight.copy_(w["net.token_emb.emb.weight"] / math.sqrt(128))
+        ours.t5.table.weight.copy_(w["net.attn_layers.rel_pos.relative_attention_bias.weight"])
+        for i, b in enumerate(ours.blocks):
+            a, f = 2 * i, 2 * i + 1  # x-transformers: attention and feed-forward are layers of their own
+            for ln, k in ((b.ln1, a), (b.ln2, f)):
+                ln.weight.copy_(w[f"{layer}.{k}.0.0.gamma"] + 1)
+                ln.bias.zero_()
+            b.attn.qkv.weight.copy_(torch.cat([w[f"{layer}.{a}.1.to_{x}.weight"] for x in "qkv"]))  # (3C, C)
+            b.attn.out.weight.copy_(w[f"{layer}.{a}.1.to_out.weight"])
+            b.mlp.fc.weight.copy_(w[f"{layer}.{f}.1.ff.0.0.weight"])
+            b.mlp.fc.bias.copy_(w[f"{layer}.{f}.1.ff.0.0.bias"])
+            b.mlp.proj.weight.copy_(w[f"{layer}.{f}.1.ff.2.weight"])
+            b.mlp.proj.bias.copy_(w[f"{layer}.{f}.1.ff.2.bias"])
+        ours.ln_f.weight.copy_(w["net.attn_layers.final_norm.gamma"] + 1)
+        ours.ln_f.bias.zero_()
+        ours.head.weight.copy_(w["net.to_logits.weight"])
+        ids = torch.randint(0, 78, (2, 300))  # past 128: the far bucket; past 256: the training length
+        err = (ours(ids).logits - theirs(ids).logits).abs().max().item()
+    assert err < 1e-4, f"TinyLM t5{{scale=5.657}} against x-transformers' T5 with the same weights: max diff {err:.2e}"
