@@ -222,7 +222,7 @@ def code_lines(path: Path, fence: bool = True) -> int:
     not blank, not a comment, not a docstring, not the file's own self-check (`_self_check` and
     the `if __name__ == "__main__":` block). fence=False: the whole file (a file of several schemes)."""
     src = path.read_text(encoding="utf-8")
-    fence = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None) if fence else None
+    cut = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None) if fence else None
     tree = ast.parse(src)
     doc_lines = set()
     for node in ast.walk(tree):
@@ -238,7 +238,7 @@ def code_lines(path: Path, fence: bool = True) -> int:
         if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                             tokenize.DEDENT, tokenize.ENDMARKER):
             lines.update(range(tok.start[0], tok.end[0] + 1))
-    core = {n for n in lines - doc_lines if fence is None or n <= fence}  # line numbers are 1-based
+    core = {n for n in lines - doc_lines if cut is None or n <= cut}  # line numbers are 1-based
     return len(core)
 
 
@@ -284,7 +284,7 @@ def provenance_of(ck: dict) -> dict:
     return {"config": dict(ck.get("config") or {}), "train": dict(train),
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
             **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")},
-            **({"device": made["device"]} if "device" in made else {})}  # recorded since 2026-12 (older: the CPU)
+            **({"device": made["device"]} if "device" in made else {})}  # absent: a checkpoint from before it was kept
 
 
 def provenance_key(row: str) -> str:

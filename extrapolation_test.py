@@ -57,8 +57,8 @@ import row_names
 import schemes
 import streaming
 import tiny_lm
-from eval_common import (SCALINGS, add_common_flags, code_lines, check_scalings, check_writable, checked_results, csv_text,
-                         eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
+from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, code_lines,
+                         csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
                          provenance_from, provenance_key, read_json,
                          split_scaling, spread_blocks, train_len_of)

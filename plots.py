@@ -261,7 +261,6 @@ def _mark_off_axes(ax) -> None:
                             color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
 
 
-SCHEMES_FIVE = ("none", "learned", "sin", "rope", "alibi")  # the tutorial's four and NoPE
 HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
 # the field's comparison set: its schemes (field_*.py), the sink models, and DroPE with its
 # control (recipes drope and keep, variants.RECALIBRATIONS)
@@ -746,9 +745,9 @@ def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: fl
 def benchmark(path, L, names, times, memory, device_type: str, title: str) -> None:
     """Forward time and peak memory against length (benchmark.py's measurements: times {(scheme, T): s},
     memory {(scheme, "forward T"): bytes}), a row of two panels per group of at most MAX_LINES schemes:
-    the tutorial's four and NoPE, then the others beside RoPE and ALiBi."""
+    the five schemes (_group's "five"), then the others beside RoPE and ALiBi."""
     plt, MiB = _plt(), 2 ** 20
-    five, refs = [s for s in names if s in SCHEMES_FIVE], [s for s in ("rope", "alibi") if s in names]
+    five, refs = [s for s in names if _group(s) == "five"], [s for s in ("rope", "alibi") if s in names]
     rest, step = [s for s in names if s not in five], MAX_LINES - len(refs)
     groups = ([five] if five else []) + [refs + rest[k:k + step] for k in range(0, len(rest), step)]
     fig, grid = plt.subplots(len(groups), 2, figsize=(11, 4.5 * len(groups)), squeeze=False)

@@ -270,11 +270,12 @@ def field_anchor_table(results: Path) -> str:
 def field_cost_table(results: Path) -> str:
     """docs/field.md's cost table: for rope, alibi and the field's schemes, the file its core lives in and
     its code lines (eval_common.code_lines: the plain form before the first fence, as extrapolation.csv's
-    core LoC; a file several schemes share, whole, once for each), the parameters it adds (params_added), and one forward of the whole model at the longest
-    benchmarked length, time and peak memory, with their ratio to RoPE's (benchmark.json). "" until the
-    benchmark has a field scheme."""
+    core LoC; a file several schemes share, whole, once for each), the parameters it adds (params_added),
+    and one forward of the whole model at the longest benchmarked length, time and peak memory, with their
+    ratio to RoPE's (benchmark.json). "" until the benchmark has RoPE and a field scheme."""
     bench = read_json(Path(results) / "benchmark.json")
-    if not bench or not any(s in bench["config"]["schemes"] for s in schemes.FIELD):
+    if not bench or "rope" not in bench["config"]["schemes"] or \
+            not any(s in bench["config"]["schemes"] for s in schemes.FIELD):
         return ""
     T = bench["config"]["lengths"][-1]
     ms = {s: t * 1e3 for s, L, t in bench["times"] if L == T}
