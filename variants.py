@@ -301,17 +301,25 @@ PRESETS = {
 }
 
 
-def run_dirs(quick: bool = False, preset: str = None) -> tuple:
+def run_dirs(quick: bool = False, preset: str = None, corpus=None) -> tuple:
     """(checkpoint folder, results folder) of a kind of run: the one rule every script follows.
     Real runs: runs/main and results/ (results/gpu for the gpu preset, whose numbers are not the
-    CPU run's); --quick and --preset preview: runs/<mode>/ and runs/<mode>/results."""
+    CPU run's); --quick and --preset preview: runs/<mode>/ and runs/<mode>/results. A named corpus
+    other than the default (--corpus sympy) adds its name to both real folders (runs/main/sympy,
+    results/sympy) and to the checkpoint folder of the others (runs/quick/sympy/results), so no
+    Shakespeare row or checkpoint is ever overwritten by another corpus's."""
     if quick:
-        return Path("runs/quick"), Path("runs/quick/results")
-    if preset == "preview":
-        return Path("runs/preview"), Path("runs/preview/results")
-    if preset == "gpu":
-        return Path("runs/gpu"), Path("results/gpu")
-    return Path("runs/main"), Path("results")
+        ckpt, results = Path("runs/quick"), None
+    elif preset == "preview":
+        ckpt, results = Path("runs/preview"), None
+    elif preset == "gpu":
+        ckpt, results = Path("runs/gpu"), Path("results/gpu")
+    else:
+        ckpt, results = Path("runs/main"), Path("results")
+    name = tiny_lm.corpus_name(corpus)
+    if name is not None and name != tiny_lm.DEFAULT_NAME:
+        ckpt, results = ckpt / name, (results / name if results is not None else None)
+    return ckpt, results if results is not None else ckpt / "results"
 
 
 # ----------------------------------------------------------------------------- building a variant
