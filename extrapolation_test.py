@@ -63,7 +63,7 @@ from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writa
                          provenance_from, provenance_key, read_json,
                          split_scaling, spread_blocks, train_len_of)
 from perplexity import cached_vs_full, evaluate
-from tables import sync_glance, sync_table
+from tables import sync_glance, sync_settings, sync_table
 from variants import COPY_OF, FINETUNES, PRESETS, VARIANTS, scaled
 
 HERE = Path(__file__).resolve().parent
@@ -288,6 +288,7 @@ def redraw(results: Path) -> int:
     sync_table("extrapolation", table, results)
     if is_repo_results(results):
         sync_glance(results)
+    sync_settings(results)  # docs/settings.md: the findings in every setting (results/ and results/sympy)
     return 0
 
 

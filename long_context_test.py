@@ -63,7 +63,7 @@ from eval_common import (add_common_flags, check_scalings, check_writable, check
                          merge_rows, merged_provenance, peak_rss_gib, provenance_key, provenance_of, read_json,
                          train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
-from tables import sync_glance, sync_table
+from tables import sync_glance, sync_settings, sync_table
 from variants import FINETUNES, VARIANTS, is_copy, order_of, scaled
 
 # --copy-trials windows (default 128) wherever a claim rests on a cell: every distance of the copy family, and
@@ -415,6 +415,7 @@ def redraw(results: Path, which=tuple(MEASURE_OF)) -> int:
         sync_table(name, table, results)
     if is_repo_results(results):
         sync_glance(results)
+    sync_settings(results)  # docs/settings.md: the findings in every setting (results/ and results/sympy)
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import row_names
 import schemes
 import tiny_lm
-from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json
+from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json, real_results_corpus
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -32,7 +32,11 @@ def sync_table(name: str, table_md: str, results: Path) -> None:
         text = page.read_text(encoding="utf-8") if page.exists() else ""
         a, b = text.find(start), text.find(end)
         if a >= 0 and b > a:
-            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip() + "\n" + text[b:])
+            # strip("\n"), not strip(), and the end marker's indent kept: a block inside a list item stays in it
+            indent = text[text.rfind("\n", 0, b) + 1:b]
+            indent = indent if not indent.strip() else ""
+            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip("\n") + "\n" + indent
+                                      + text[b:])
 
 
 def glance_table(results: Path) -> str:
@@ -298,6 +302,14 @@ def field_cost_table(results: Path) -> str:
               f"forward of the whole tiny LM at batch 1 on {bench['machine'].split(';')[0]}; parameters added to the "
               f"4-layer model, from results/extrapolation.csv."]
     return "\n".join(lines) + "\n"
+
+
+def sync_settings(results: Path) -> None:
+    """After a real run wrote results/ or results/<corpus>: docs/settings.md's table of the findings in
+    every setting, and the README's lines on where each holds (findings.py)."""
+    if real_results_corpus(results) is not None:
+        import findings  # it reads every setting's folder, not only this one
+        findings.sync()
 
 
 def sync_glance(results: Path) -> None:
