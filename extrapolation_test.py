@@ -155,6 +155,8 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     for n in [n for n in names if scaled(n) and n not in COPY_OF]:  # every scheme that uses RoPE's tables
         at = [j[0] for j in jobs].index(n) + 1
         jobs[at:at] = [(row_names.row_name(n, s), ckpt_dir / f"{n}.pt", s) for s in scalings]
+    if args.preset == "preview":  # the preview's table: the five schemes and RoPE+YaRN (the README says so)
+        return jobs
     if "learned" in names and not args.variants:
         clamped = row_names.row_name("learned", switch="clamped")
         jobs.insert(names.index("learned") + 1, (clamped, ckpt_dir / "learned.pt", "clamp"))

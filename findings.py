@@ -132,12 +132,22 @@ def settings_table(root: Path = HERE) -> str:
     return "\n".join(lines) + "\n"
 
 
+# the README's line under each finding: its rules, the second and later named (finding 1 and its order)
+README_LINES = {"1": (("1", ""), ("1b", "RoPE before ALiBi")), "2": (("2", ""),), "4": (("4", ""),)}
+
+
 def where_line(fid: str, root: Path = HERE) -> str:
-    """One line for the README under a finding (indented into its list item): its verdict in each
-    setting, the numbers left to docs/settings.md."""
-    got = verdicts(root)[fid]
-    return "   *Where it holds:* " + "; ".join(f"{label} {got[label][0]}" for label, _ in SETTINGS) + \
-        " ([docs/settings.md](docs/settings.md))."
+    """One line for the README under a finding (indented into its list item): the verdicts of its
+    rules, setting by setting; the numbers are docs/settings.md's."""
+    got = verdicts(root)
+    cells = []
+    for label, _ in SETTINGS:
+        said = [got[rule][label][0] for rule, _ in README_LINES[fid]]
+        if all(v == "not measured" for v in said):
+            cells.append(f"{label}: not measured")
+            continue
+        cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(README_LINES[fid], said)))
+    return "   *Where it holds:* " + " · ".join(cells) + " ([docs/settings.md](docs/settings.md))."
 
 
 def sync(root: Path = HERE) -> None:
@@ -145,7 +155,7 @@ def sync(root: Path = HERE) -> None:
     import tables
     results = Path(root) / "results"
     tables.sync_table("settings", settings_table(root), results)
-    for fid, *_ in FINDINGS:
+    for fid in README_LINES:
         tables.sync_table(f"where{fid}", where_line(fid, root), results)
     for name in ("extrapolation", "context_use"):  # the second corpus's own tables, as its scripts wrote them
         md = Path(root) / "results" / "sympy" / f"{name}.md"

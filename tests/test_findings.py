@@ -70,6 +70,8 @@ def test_a_setting_without_its_folder_is_not_measured(tmp_path):
     assert got["4"]["CPU / Shakespeare"] == ("not measured", "")
     table = findings.settings_table(tmp_path)
     assert table.count("\n") == 2 + len(findings.FINDINGS), table
+    line = findings.where_line("1", tmp_path)
+    assert "CPU / Shakespeare: holds, RoPE before ALiBi one seed · CPU / SymPy: not measured" in line, line
 
 
 def _block(page: Path, name: str) -> str:
@@ -83,6 +85,6 @@ def test_the_pages_show_what_results_give():
     """docs/settings.md's table and the README's where-lines equal what findings.py computes now."""
     assert _block(ROOT / "docs" / "settings.md", "settings") == findings.settings_table().strip(), \
         "docs/settings.md's table is stale: python -c 'import findings; findings.sync()'"
-    for fid in ("1", "2", "4"):
+    for fid in findings.README_LINES:
         assert _block(ROOT / "README.md", f"where{fid}") == findings.where_line(fid).strip(), \
             f"README's line under finding {fid} is stale: python -c 'import findings; findings.sync()'"
