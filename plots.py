@@ -163,6 +163,68 @@ def check_distinct(fig, colours: bool = False) -> None:
             seen[key] = name
 
 
+TEXT_TOLERANCE = 1.5  # pixels: boxes this far out of the figure, or into each other, still pass
+
+
+def _texts(fig) -> list:
+    """[(owner, name, artist)] of the visible, non-empty texts of fig: the suptitle, figure texts and
+    legends (each its own owner), and per visible axes i (owner i) its titles, axis labels, tick
+    labels inside the view, texts, annotations and legend."""
+    def shown(t):
+        return t is not None and t.get_visible() and (not hasattr(t, "get_text") or t.get_text().strip())
+
+    out = [("suptitle", f"suptitle {fig._suptitle.get_text()!r}", fig._suptitle)] if fig._suptitle else []
+    out += [(f"figure {k}", f"figure text {t.get_text()!r}", t) for k, t in enumerate(fig.texts)
+            if t is not fig._suptitle]  # fig.texts holds the suptitle too
+    out += [(f"figure legend {k}", f"figure legend {[t.get_text() for t in leg.get_texts()][:3]}", leg)
+            for k, leg in enumerate(fig.legends)]
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        where = f"axes {i} ({ax.get_title()!r})" if ax.get_title() else f"axes {i}"
+        out += [(i, f"{where} {loc}title {t.get_text()!r}", t)
+                for loc, t in (("left ", ax._left_title), ("", ax.title), ("right ", ax._right_title))]
+        out += [(i, f"{where} {a}-label {axis.label.get_text()!r}", axis.label)
+                for a, axis in (("x", ax.xaxis), ("y", ax.yaxis))]
+        for a, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks():
+                if lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
+                    out += [(i, f"{where} {a} tick label {t.get_text()!r}", t) for t in (tick.label1, tick.label2)]
+        out += [(i, f"{where} text {t.get_text()!r}", t) for t in ax.texts]
+        leg = ax.get_legend()
+        if leg is not None:
+            out.append((i, f"{where} legend {[t.get_text() for t in leg.get_texts()][:3]}", leg))
+    return [(owner, name, t) for owner, name, t in out if shown(t)]
+
+
+def check_text(fig) -> None:
+    """Raise ValueError naming the texts when, drawn by Agg, a text or legend of fig (_texts) lies
+    outside the figure, or two of different owners overlap (one axes' legend on another's tick
+    labels, the suptitle on a panel title), each beyond TEXT_TOLERANCE pixels. Texts of one axes
+    may touch each other: its legend sits inside it by design."""
+    import numpy as np
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    tol, page = TEXT_TOLERANCE, fig.bbox
+    boxes = []
+    for owner, name, t in _texts(fig):
+        # an annotation's own box, without its arrow
+        box = Text.get_window_extent(t, renderer) if isinstance(t, Text) else t.get_window_extent(renderer)
+        if not np.isfinite(box.get_points()).all() or box.width <= 0 or box.height <= 0:
+            continue
+        if box.x0 < page.x0 - tol or box.y0 < page.y0 - tol or box.x1 > page.x1 + tol or box.y1 > page.y1 + tol:
+            raise ValueError(f"{name} lies outside the figure: its box spans x {box.x0:.0f}..{box.x1:.0f}, "
+                             f"y {box.y0:.0f}..{box.y1:.0f} pixels, the figure's {page.width:.0f} x {page.height:.0f}")
+        boxes.append((owner, name, box))
+    for k, (owner, name, box) in enumerate(boxes):
+        for owner2, name2, box2 in boxes[k + 1:]:
+            if owner != owner2 and min(box.x1, box2.x1) - max(box.x0, box2.x0) > tol \
+                    and min(box.y1, box2.y1) - max(box.y0, box2.y0) > tol:
+                raise ValueError(f"{name} and {name2} overlap")
+
+
 # ----------------------------------------------------------------------------- drawing helpers
 
 def _plt():
@@ -313,6 +375,18 @@ def _grid(plt, n: int, width: float = 6.2, height: float = 4.6, **kw):
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat[:n]
+
+
+def _tight(fig, rect=(0, 0, 1, 1), gap: float = 6) -> None:
+    """tight_layout within rect, then lowered until the panels' titles end gap pixels below the suptitle:
+    tight_layout alone can let a suptitle of two lines reach into the top row's titles."""
+    fig.tight_layout(rect=rect)
+    if fig._suptitle is not None:
+        renderer = fig.canvas.get_renderer()  # Agg's: measures without a draw
+        foot = fig._suptitle.get_window_extent(renderer).y0
+        top = max(ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible())
+        if top > foot - gap:
+            fig.tight_layout(rect=(*rect[:3], rect[3] - (top - foot + gap) / fig.bbox.height))
 
 
 # ----------------------------------------------------------------------------- perplexity against length

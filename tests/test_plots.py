@@ -128,6 +128,65 @@ def test_retrieval_panels(tmp_path, checked):
     assert all(ax.get_ylim() == (-0.03, 1.03) for ax in drawn), "exact match on its full 0-1 scale"
 
 
+def _texts_figure(plt, **kw):
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3), **kw)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    return fig, axes
+
+
+def test_check_text_catches_a_text_outside_the_figure():
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    fig.tight_layout()
+    plots.check_text(fig)  # a laid-out figure passes
+    b.legend(["a legend beside the axes"], loc="upper left", bbox_to_anchor=(1.01, 1.0))  # past the right edge
+    with pytest.raises(ValueError, match=r"axes 1 legend \['a legend beside the axes'\] lies outside the figure"):
+        plots.check_text(fig)
+    b.get_legend().remove()
+    a.set_xlabel("x " * 200)  # a label far wider than the figure
+    with pytest.raises(ValueError, match="x-label .* lies outside the figure"):
+        plots.check_text(fig)
+    a.set_xlabel("x")
+    fig.text(0.5, 1.02, "above the top")
+    with pytest.raises(ValueError, match="figure text 'above the top' lies outside"):
+        plots.check_text(fig)
+    plt.close(fig)
+
+
+def test_check_text_catches_overlapping_titles():
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    fig.subplots_adjust(wspace=0.05)
+    a.set_title("a long title that runs on into the next panel", loc="left")
+    b.set_title("the next panel's title")
+    with pytest.raises(ValueError, match="left title 'a long title.*title .the next panel's title. overlap"):
+        plots.check_text(fig)
+    b.set_title("")
+    a.set_title("", loc="left")
+    a.set_title("short")
+    fig.suptitle("a suptitle of\nthree lines\nthat reaches the panels", y=0.95)
+    with pytest.raises(ValueError, match="suptitle .* and axes 0 .*title 'short' overlap"):
+        plots.check_text(fig)
+    plots._tight(fig)  # room under the suptitle
+    plots.check_text(fig)
+    plt.close(fig)
+
+
+def test_check_text_passes_texts_of_one_axes_and_touching_boxes():
+    """A legend over its own axes' text is the axes' business; boxes that touch within TEXT_TOLERANCE pass."""
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    a.text(0.05, 0.9, "a note under the legend", transform=a.transAxes)
+    a.legend(["line"], loc="upper left")
+    fig.tight_layout()
+    plots.check_text(fig)
+    page = fig.bbox
+    fig.text(1 + plots.TEXT_TOLERANCE / 2 / page.width, 0.5, "x", ha="right")  # 0.75 px past the right edge
+    plots.check_text(fig)
+    plt.close(fig)
+
+
 def test_check_distinct_raises_on_lookalike_lines():
     plt = plots._plt()
     fig, ax = plt.subplots()
