@@ -26,11 +26,10 @@ read by row_names.parse (the grammar: row_names.py).
     loss_vs_position(path, rows, curves, lengths)
     train_curves(path, logs, finetunes)         results/train_log.json
     context_use(path, rows, meta)               results/context_use.json
-    retrieval(path, rows, meta)                 results/retrieval.json
+    retrieval(path, rows, meta)                 results/retrieval.json: the copy family (+ retrieval_all.png)
     copy_calibration(path, curves)              results/copy_calibration.json
 """
 import math
-import textwrap
 import zlib
 from pathlib import Path
 
@@ -254,11 +253,16 @@ def _line(ax, xs, ys, name, label=None, **kw):
     return ax.plot(xs, ys, **opts)[0]
 
 
-def _ref(ax, axis: str, value, text: str = None, **kw):
-    """A reference line (gid "ref", skipped by check_distinct), with an optional note at its top."""
+def _ref(ax, axis: str, value, text: str = None, bottom: bool = False, **kw):
+    """A reference line (gid "ref", skipped by check_distinct), with an optional note at its top (bottom=True:
+    at its foot and right of it, for a vertical line)."""
     opts = {"color": "0.45", "ls": ":", "lw": 1.2, "gid": "ref", "zorder": 1, **kw}
     line = ax.axvline(value, **opts) if axis == "x" else ax.axhline(value, **opts)
-    if text and axis == "x":
+    if text and axis == "x" and bottom:  # right of the line, where a line that falls past it has fallen
+        from matplotlib.transforms import offset_copy
+        ax.text(value, 0.08, text, transform=offset_copy(ax.get_xaxis_transform(), ax.figure, x=2, units="points"),
+                rotation=90, va="bottom", ha="left", fontsize=8, color="0.3")
+    elif text and axis == "x":
         ax.text(value, 0.99, " " + text, transform=ax.get_xaxis_transform(), rotation=90, va="top",
                 ha="right", fontsize=8, color="0.3")
     elif text:
@@ -700,43 +704,98 @@ RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
                     ("text-trained: the field's comparison set", "field", ())]
 
 
+# the headline's panel (b): what carries the copy past the training length (README findings 5 and 7), each cause
+# beside the control that removes it: RoPE alone; YaRN without training, fine-tuned with it, and the same fine-tune
+# without a scaling; the hybrid with a p-RoPE global layer and with a plain-RoPE one; KERPLE's slowly growing bias
+RETRIEVAL_FAR = ("rope_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "rope_copy_ft_none", "gemma_hybrid_copy",
+                 "hybrid_rope_copy", "kerple_copy")
+RETRIEVAL_Y = "keys copied exactly (share of windows)"  # exact match: letters 2..K of the repeat all greedy-correct
+
+
+def _retrieval_panel(ax, by, names, title, train_len) -> None:
+    """Exact match against distance (log x) for names (a line drawn exactly on an earlier one says so in its
+    label), on the full 0-1 scale; the training length dotted, a fine-tune's length dashed, each named at the
+    foot of its line; the legend inside, left, short (row names only) so that it ends before the lines fall."""
+    first = {}
+    for n in names:
+        rs = by[n]
+        under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
+        _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
+              label=n if under == n else f"{n} (under {under})")
+    for L in sorted({by[n][0]["train_len"] for n in names} | {train_len}):
+        _ref(ax, "x", L, f"{'training' if L == train_len else 'fine-tune'} length {L}", bottom=True,
+             ls=":" if L == train_len else "--")
+    _log2_x(ax, [r["distance"] for r in by[names[0]]])
+    ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("distance d from the key to its repeat (characters)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="center left")
+
+
+def _train_len(rows, meta) -> int:
+    """The base models' training length: the run's (meta), else the shortest of the rows (a fine-tune's is longer)."""
+    return meta.get("train_len") or min(r["train_len"] for r in rows)
+
+
+def _retrieval_groups(by) -> tuple:
+    """([(title, group, names)] of the everything-figure, [text-trained rows not drawn]): every copy-trained row;
+    a text-trained group whose exact match is zero at every distance gets no panel (all of them: the first)."""
+    panels = _panels(list(by), RETRIEVAL_PANELS)
+    zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
+    drawn = [p for p in panels if p not in zero] or panels[:1]
+    return drawn, [n for p in zero if p not in drawn for n in p[2]]
+
+
 def retrieval(path, rows, meta) -> None:
-    """Exact match against distance (log x), one panel per group of rows, at most MAX_LINES lines
-    each, the training and fine-tune lengths marked. A text-trained group whose exact match is
-    zero at every distance gets no panel, only a line under the figure.
+    """The headline of retrieval: exact match against distance for the models trained to copy, (a) the five
+    schemes, (b) RETRIEVAL_FAR, at most MAX_LINES lines each; every row, in panels, goes to retrieval_all.png
+    beside it. Where no row of either exists, the first panel of retrieval_all.png.
     rows: the long format of retrieval.json, one row per variant and distance."""
     plt = _plt()
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
-    panels = _panels(list(by), RETRIEVAL_PANELS)
-    zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
-    panels = [p for p in panels if p not in zero] or panels[:1]
-    fig, axes = _grid(plt, len(panels), width=8.2, sharey=True)
+    K, train_len = meta.get("key_len", "K"), _train_len(rows, meta)
+    five = [n for n in by if _group(n) == "copy_five"]
+    far = [n for n in RETRIEVAL_FAR if n in by]
+    panels = [p for p in (("(a) the five schemes, trained to copy", five),
+                          (f"(b) past the training length, {train_len}: what keeps the copy", far)) if p[1]]
+    text = [n for n in by if by[n][0]["family"] == "text"]
+    quiet = all(r["exact"] == 0 for n in text for r in by[n])
+    note = "" if not text else " (text-trained models: 0 at every d)" if quiet else " (text-trained: retrieval_all.png)"
+    title = f"Models trained to copy: is a {K}-letter key copied from d characters back?{note}"
+    if not panels:  # no copy-trained row of either panel: the first panel of retrieval_all.png
+        panels = [(t, names) for t, _, names in _retrieval_groups(by)[0][:1]]
+        title = f"Retrieval: is a {K}-letter key copied from d characters back?"
+    fig, axes = _grid(plt, len(panels), width=6.4, height=4.8, sharey=True)
+    for ax, (panel_title, names) in zip(axes, panels):
+        _retrieval_panel(ax, by, names[:MAX_LINES], panel_title, train_len)
+    axes[0].set_ylabel(RETRIEVAL_Y)
+    fig.suptitle(title, fontsize=11)
+    _tight(fig)
+    _save(fig, path, colours=True)
+    retrieval_all(Path(path).with_name("retrieval_all.png"), rows, meta)
+
+
+def retrieval_all(path, rows, meta) -> None:
+    """Every row of retrieval (the full-detail figure for docs/), one panel per group of at most MAX_LINES rows
+    (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn."""
+    plt = _plt()
+    by = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    panels, skipped = _retrieval_groups(by)
+    train_len = _train_len(rows, meta)
+    fig, axes = _grid(plt, len(panels), width=6.4, height=4.6, sharey=True)
     for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
-        first = {}  # a line drawn exactly on an earlier one says so in its label
-        for n in names:
-            rs = by[n]
-            under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
-            _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
-                  label=n if under == n else f"{n} (under {under})")
-        lens = sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")})
-        for L, ls in zip(lens, (":", "--")):  # named in the legend, so that no label sits on a line
-            _ref(ax, "x", L, ls=ls, label=f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
-        _log2_x(ax, [r["distance"] for r in by[names[0]]])
-        ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
-        ax.set_title(f"({chr(ord('a') + k)}) {title}", fontsize=10)
-        ax.set_xlabel("distance d between the key and its repeat (characters)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the axes
+        _retrieval_panel(ax, by, names, f"({chr(ord('a') + k)}) {title}", train_len)
     for ax in axes[::2]:
-        ax.set_ylabel(f"exact match of characters 2..{meta.get('key_len', 'K')}")
-    skipped = sorted({n for p in zero for n in p[2]}, key=list(by).index)
-    note = "".join("\n" + line for line in textwrap.wrap(
-        f"Exact match 0 at every distance, not drawn: {', '.join(skipped)}", 150)) if skipped else ""
-    fig.suptitle(f"Retrieval: is the repeat of a {meta.get('key_len', 'K')}-letter key copied from d characters "
-                 f"back? (greedy exact match){note}", fontsize=11)
-    fig.tight_layout()
+        ax.set_ylabel(RETRIEVAL_Y)
+    note = f" ({len(skipped)} text-trained rows, 0 at every d, not drawn)" if skipped else ""
+    fig.suptitle(f"Retrieval, every row: is a {meta.get('key_len', 'K')}-letter key copied from d characters "
+                 f"back?{note}", fontsize=11)
+    _tight(fig)
     _save(fig, path, colours=True)
 
 

@@ -52,7 +52,7 @@ def _draw(name, path):
 
 
 FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curves", "context_use",
-           "context_use_all", "retrieval", "copy_calibration", "copy_curves"]
+           "context_use_all", "retrieval", "copy_calibration", "copy_curves"]  # retrieval draws retrieval_all too
 
 
 @pytest.fixture
@@ -77,7 +77,7 @@ def test_figure_from_committed_results(name, tmp_path, checked):
     path = tmp_path / f"{name}.png"
     _draw(name, path)
     assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    want = 2 if name == "context_use" else 1  # context_use draws its headline, then context_use_all.png
+    want = 2 if name in ("context_use", "retrieval") else 1  # a headline, then its NAME_all.png
     assert len(checked) == want, f"{name}: check_distinct ran {len(checked)} times, expected {want} (once a figure)"
     if name != "ppl_vs_length_all":  # every row, by design
         for ax in checked[0].axes:
@@ -109,23 +109,37 @@ def test_context_use_headline_is_one_panel_of_distinct_colours(tmp_path, checked
 
 
 def test_retrieval_panels(tmp_path, checked):
-    """Exact match only, at most MAX_LINES lines a panel; a text-trained group that is 0 at every
-    distance is not drawn but named in the title; every copy-trained row is drawn."""
+    """The headline draws only copy-trained rows, at most MAX_LINES a panel, and says in its one-line title that
+    the text-trained ones are 0 everywhere; retrieval_all draws every copy-trained row and counts, in its title,
+    the text-trained rows at 0 at every distance, which it does not draw; exact match on its full 0-1 scale."""
     rows = [dict(r, exact=0.0) if r["family"] == "text" else dict(r, exact=0.5) for r in _json("retrieval.json")["rows"]]
     rows += [dict(r, variant="rope_copy", family="copy", exact=0.9) for r in rows if r["variant"] == "rope"]
     plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
-    fig = checked[0]
-    drawn = [ax for ax in fig.axes if ax.get_visible()]
-    labels = [ln.get_label() for ax in drawn for ln in _data_lines(ax)]
-    lines = {label.split(" (under ")[0] for label in labels}  # a line drawn exactly on another says so
+    headline, every = checked
     copy = {r["variant"] for r in rows if r["family"] == "copy"}
-    assert copy <= lines, f"copy-trained rows not drawn: {copy - lines}"
-    hidden = [label for label in labels if " (under " in label]  # every copy row here is 0.5 everywhere
-    assert hidden and all(label.endswith(")") for label in hidden), f"lines drawn on others are not named: {labels}"
-    assert not lines & {r["variant"] for r in rows if r["family"] == "text"}, "an all-zero text row was drawn"
-    assert "not drawn: none, learned" in fig._suptitle.get_text().replace("\n", " ")
-    assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in drawn)
-    assert all(ax.get_ylim() == (-0.03, 1.03) for ax in drawn), "exact match on its full 0-1 scale"
+    text = {r["variant"] for r in rows if r["family"] == "text"}
+    for fig in checked:
+        labels = [ln.get_label() for ax in fig.axes for ln in _data_lines(ax)]
+        assert not {label.split(" (under ")[0] for label in labels} & text, "an all-zero text row was drawn"
+        assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in fig.axes)
+        assert all(ax.get_ylim() == (-0.03, 1.03) for ax in fig.axes), "exact match on its full 0-1 scale"
+        assert "\n" not in fig._suptitle.get_text(), fig._suptitle.get_text()
+    drawn = {ln.get_label().split(" (under ")[0] for ax in every.axes for ln in _data_lines(ax)}
+    assert copy <= drawn, f"copy-trained rows not drawn: {copy - drawn}"
+    hidden = [ln.get_label() for ax in every.axes for ln in _data_lines(ax) if " (under " in ln.get_label()]
+    assert hidden and all(label.endswith(")") for label in hidden), "lines drawn on others are not named"
+    assert f"({len(text)} text-trained rows, 0 at every d, not drawn)" in every._suptitle.get_text()
+    assert "text-trained models: 0 at every d" in headline._suptitle.get_text()
+    assert (tmp_path / "retrieval_all.png").is_file()
+
+
+def test_retrieval_without_copy_trained_rows(tmp_path, checked):
+    """A run of text-trained models only (a scheme file's, say), all at 0: both figures draw their first group."""
+    rows = [dict(r, exact=0.0) for r in _json("retrieval.json")["rows"] if r["variant"] in ("rope", "alibi")]
+    plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
+    for fig in checked:
+        assert [ln.get_label() for ax in fig.axes for ln in _data_lines(ax)] == ["rope", "alibi (under rope)"]
+    assert checked[0]._suptitle.get_text() == "Retrieval: is a 10-letter key copied from d characters back?"
 
 
 def _texts_figure(plt, **kw):
