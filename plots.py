@@ -18,14 +18,17 @@ Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between the
 check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
 It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
 marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
-Every function here calls it before it saves; the scripts call these functions. Row names are
-read by row_names.parse (the grammar: row_names.py).
+check_text(fig) raises if a title, label, tick label, text or legend lies outside the figure, or
+two of them that belong to different axes (or to the figure, as the suptitle) overlap.
+Every function here saves through save(fig, path), which calls both; the scripts call these
+functions, and their own figures go through save too. Row names are read by row_names.parse
+(the grammar: row_names.py).
 
     ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
     ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)
     loss_vs_position(path, rows, curves, lengths)
     train_curves(path, logs, finetunes)         results/train_log.json
-    context_use(path, rows, meta)               results/context_use.json
+    context_use(path, rows, meta)               results/context_use.json (+ context_use_all.png)
     retrieval(path, rows, meta)                 results/retrieval.json: the copy family (+ retrieval_all.png)
     copy_calibration(path, curves)              results/copy_calibration.json
 """
@@ -234,10 +237,11 @@ def _plt():
     return plt
 
 
-def _save(fig, path, colours: bool = False) -> None:
-    """check_distinct, then write the PNG atomically and free the figure."""
+def save(fig, path, colours: bool = False) -> None:
+    """check_distinct and check_text, then write the PNG atomically and free the figure."""
     import tiny_lm  # imports torch: only when a figure is written
     check_distinct(fig, colours)
+    check_text(fig)
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     _plt().close(fig)
 
@@ -430,7 +434,7 @@ def ppl_vs_length(path, rows, lengths) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.subplots_adjust(right=0.74)  # room for the labels at the lines' ends
-    _save(fig, path)
+    save(fig, path)
 
 
 def _same_as(rows, lengths) -> dict:
@@ -490,8 +494,8 @@ def ppl_vs_length_all(path, rows, lengths) -> None:
     for ax in axes[-2:]:
         ax.set_xlabel("evaluation length (characters per window)")
     fig.suptitle(f"Every row: trained at {train_len} (fine-tunes at their own length), evaluated longer", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.985))
-    _save(fig, path)
+    _tight(fig, rect=(0, 0, 1, 0.985))
+    save(fig, path)
 
 
 def _binned(values, edges) -> list:
@@ -528,7 +532,7 @@ def loss_vs_position(path, rows, curves, lengths) -> None:
         _mark_off_axes(ax)
     axes[1].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 # ----------------------------------------------------------------------------- training
@@ -559,8 +563,8 @@ def train_curves(path, logs, finetunes) -> None:
         ax.set_ylabel("validation loss (nats/char)")
     axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 3.5))
     fig.suptitle("Training curves: validation loss (training loss per step: train_log.csv)")
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 def copy_curves(path, logs) -> None:
@@ -601,8 +605,8 @@ def copy_curves(path, logs) -> None:
         axes[0].set_ylim(top=min(axes[0].get_ylim()[1], max(3.5, lowest + 1.0)))
         axes[0].legend(fontsize=8)
     fig.suptitle("The copy family in training: text and copying (probe windows are not the retrieval table's)")
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 # ----------------------------------------------------------------------------- long context
@@ -657,7 +661,7 @@ def context_use(path, rows, meta) -> None:
                  f"docs/long_context.md)", fontsize=10)
     fig.tight_layout()
     fig.subplots_adjust(right=0.78)  # room for the labels at the lines' ends
-    _save(fig, path, colours=True)
+    save(fig, path, colours=True)
     context_use_all(Path(path).with_name("context_use_all.png"), rows, meta)
 
 
@@ -687,8 +691,8 @@ def context_use_all(path, rows, meta) -> None:
               f"than the {train_len} characters of training" if train_len else f"window = c + {target}")
     fig.suptitle(f"Context use: the same targets, more and more context before them (lower is better)\n"
                  f"{window}; fine-tunes trained on {FT_MULT}x longer windows", fontsize=11)
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
@@ -774,7 +778,7 @@ def retrieval(path, rows, meta) -> None:
     axes[0].set_ylabel(RETRIEVAL_Y)
     fig.suptitle(title, fontsize=11)
     _tight(fig)
-    _save(fig, path, colours=True)
+    save(fig, path, colours=True)
     retrieval_all(Path(path).with_name("retrieval_all.png"), rows, meta)
 
 
@@ -796,7 +800,7 @@ def retrieval_all(path, rows, meta) -> None:
     fig.suptitle(f"Retrieval, every row: is a {meta.get('key_len', 'K')}-letter key copied from d characters "
                  f"back?{note}", fontsize=11)
     _tight(fig)
-    _save(fig, path, colours=True)
+    save(fig, path, colours=True)
 
 
 # ----------------------------------------------------------------------------- copy calibration
@@ -847,8 +851,8 @@ def copy_calibration(path, curves) -> None:
         ax.set(title=title, xlabel="training step", ylabel="copy gain (nats/char)")
     fig.legend(*axes[0].get_legend_handles_labels(), fontsize=8, loc="center left", bbox_to_anchor=(0.83, 0.5))
     fig.suptitle("Copy calibration: does each mixture teach copying? (> 0: the copy got cheaper)")
-    fig.tight_layout(rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
-    _save(fig, path)
+    _tight(fig, rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
+    save(fig, path)
 
 
 def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
@@ -899,5 +903,5 @@ def benchmark(path, L, names, times, memory, device_type: str, title: str) -> No
             if ax.has_data():
                 ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)

@@ -1,6 +1,7 @@
 """plots.py draws every figure from the committed results/*.json, and no figure has two data lines
-that look alike (plots.check_distinct); the headline keeps to 8 lines with plain tick labels.
-The figures of breakage_test, benchmark and visualize_rope follow the same rule."""
+that look alike (plots.check_distinct) or a text outside the figure or on another's (plots.check_text);
+the headlines keep to 8 lines with plain tick labels. The figures of breakage_test, benchmark and
+visualize_rope follow the same rules."""
 import csv
 import json
 from pathlib import Path
@@ -131,6 +132,31 @@ def test_retrieval_panels(tmp_path, checked):
     assert f"({len(text)} text-trained rows, 0 at every d, not drawn)" in every._suptitle.get_text()
     assert "text-trained models: 0 at every d" in headline._suptitle.get_text()
     assert (tmp_path / "retrieval_all.png").is_file()
+
+
+def test_retrieval_from_the_committed_results_reads_at_a_glance(tmp_path, monkeypatch):
+    """results/retrieval.json drawn: both figures pass check_text, each panel has at most MAX_LINES data lines,
+    the titles are one line, the y label names the measure plainly; the headline has the five schemes and
+    RETRIEVAL_FAR's rows."""
+    figs = []
+    real = plots.check_text
+
+    def spy(fig):
+        real(fig)
+        figs.append(fig)
+    monkeypatch.setattr(plots, "check_text", spy)
+    _draw("retrieval", tmp_path / "retrieval.png")
+    assert len(figs) == 2, "retrieval.png, then retrieval_all.png, each checked"
+    for fig in figs:
+        assert "\n" not in fig._suptitle.get_text(), f"a suptitle of more than one line: {fig._suptitle.get_text()!r}"
+        for ax in fig.axes:
+            assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{ax.get_title()!r}: {len(_data_lines(ax))} lines"
+            assert "\n" not in ax.get_title(), ax.get_title()
+        assert fig.axes[0].get_ylabel() == plots.RETRIEVAL_Y
+    names = list(dict.fromkeys(r["variant"] for r in _json("retrieval.json")["rows"]))
+    five, far = ([ln.get_label().split(" (under ")[0] for ln in _data_lines(ax)] for ax in figs[0].axes)
+    assert five == [n for n in names if plots._group(n) == "copy_five"], five
+    assert far == [n for n in plots.RETRIEVAL_FAR if n in names], far
 
 
 def test_retrieval_without_copy_trained_rows(tmp_path, checked):
