@@ -324,9 +324,7 @@ def make_plot(res: dict, path: Path) -> None:
           "2. Char LM: causal mask x position",
           1.3 * max(c["val_loss_left_to_right"] for c in lm), loc="upper left", ncol=2)  # room for the legend
     fig.tight_layout()
-    plots.check_distinct(fig)
-    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    plt.close(fig)
+    plots.save(fig, path)  # checks lines and texts, writes atomically
 
 
 def make_markdown(res: dict) -> str:

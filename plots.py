@@ -18,19 +18,21 @@ Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between the
 check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
 It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
 marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
-Every function here calls it before it saves; the scripts call these functions. Row names are
-read by row_names.parse (the grammar: row_names.py).
+check_text(fig) raises if a title, label, tick label, text or legend lies outside the figure, or
+two of them that belong to different axes (or to the figure, as the suptitle) overlap.
+Every function here saves through save(fig, path), which calls both; the scripts call these
+functions, and their own figures go through save too. Row names are read by row_names.parse
+(the grammar: row_names.py).
 
     ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
     ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)
     loss_vs_position(path, rows, curves, lengths)
     train_curves(path, logs, finetunes)         results/train_log.json
-    context_use(path, rows, meta)               results/context_use.json
-    retrieval(path, rows, meta)                 results/retrieval.json
+    context_use(path, rows, meta)               results/context_use.json (+ context_use_all.png)
+    retrieval(path, rows, meta)                 results/retrieval.json: the copy family (+ retrieval_all.png)
     copy_calibration(path, curves)              results/copy_calibration.json
 """
 import math
-import textwrap
 import zlib
 from pathlib import Path
 
@@ -163,6 +165,68 @@ def check_distinct(fig, colours: bool = False) -> None:
             seen[key] = name
 
 
+TEXT_TOLERANCE = 1.5  # pixels: boxes this far out of the figure, or into each other, still pass
+
+
+def _texts(fig) -> list:
+    """[(owner, name, artist)] of the visible, non-empty texts of fig: the suptitle, figure texts and
+    legends (each its own owner), and per visible axes i (owner i) its titles, axis labels, tick
+    labels inside the view, texts, annotations and legend."""
+    def shown(t):
+        return t is not None and t.get_visible() and (not hasattr(t, "get_text") or t.get_text().strip())
+
+    out = [("suptitle", f"suptitle {fig._suptitle.get_text()!r}", fig._suptitle)] if fig._suptitle else []
+    out += [(f"figure {k}", f"figure text {t.get_text()!r}", t) for k, t in enumerate(fig.texts)
+            if t is not fig._suptitle]  # fig.texts holds the suptitle too
+    out += [(f"figure legend {k}", f"figure legend {[t.get_text() for t in leg.get_texts()][:3]}", leg)
+            for k, leg in enumerate(fig.legends)]
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        where = f"axes {i} ({ax.get_title()!r})" if ax.get_title() else f"axes {i}"
+        out += [(i, f"{where} {loc}title {t.get_text()!r}", t)
+                for loc, t in (("left ", ax._left_title), ("", ax.title), ("right ", ax._right_title))]
+        out += [(i, f"{where} {a}-label {axis.label.get_text()!r}", axis.label)
+                for a, axis in (("x", ax.xaxis), ("y", ax.yaxis))]
+        for a, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks():
+                if lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
+                    out += [(i, f"{where} {a} tick label {t.get_text()!r}", t) for t in (tick.label1, tick.label2)]
+        out += [(i, f"{where} text {t.get_text()!r}", t) for t in ax.texts]
+        leg = ax.get_legend()
+        if leg is not None:
+            out.append((i, f"{where} legend {[t.get_text() for t in leg.get_texts()][:3]}", leg))
+    return [(owner, name, t) for owner, name, t in out if shown(t)]
+
+
+def check_text(fig) -> None:
+    """Raise ValueError naming the texts when, drawn by Agg, a text or legend of fig (_texts) lies
+    outside the figure, or two of different owners overlap (one axes' legend on another's tick
+    labels, the suptitle on a panel title), each beyond TEXT_TOLERANCE pixels. Texts of one axes
+    may touch each other: its legend sits inside it by design."""
+    import numpy as np
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    tol, page = TEXT_TOLERANCE, fig.bbox
+    boxes = []
+    for owner, name, t in _texts(fig):
+        # an annotation's own box, without its arrow
+        box = Text.get_window_extent(t, renderer) if isinstance(t, Text) else t.get_window_extent(renderer)
+        if not np.isfinite(box.get_points()).all() or box.width <= 0 or box.height <= 0:
+            continue
+        if box.x0 < page.x0 - tol or box.y0 < page.y0 - tol or box.x1 > page.x1 + tol or box.y1 > page.y1 + tol:
+            raise ValueError(f"{name} lies outside the figure: its box spans x {box.x0:.0f}..{box.x1:.0f}, "
+                             f"y {box.y0:.0f}..{box.y1:.0f} pixels, the figure's {page.width:.0f} x {page.height:.0f}")
+        boxes.append((owner, name, box))
+    for k, (owner, name, box) in enumerate(boxes):
+        for owner2, name2, box2 in boxes[k + 1:]:
+            if owner != owner2 and min(box.x1, box2.x1) - max(box.x0, box2.x0) > tol \
+                    and min(box.y1, box2.y1) - max(box.y0, box2.y0) > tol:
+                raise ValueError(f"{name} and {name2} overlap")
+
+
 # ----------------------------------------------------------------------------- drawing helpers
 
 def _plt():
@@ -173,10 +237,11 @@ def _plt():
     return plt
 
 
-def _save(fig, path, colours: bool = False) -> None:
-    """check_distinct, then write the PNG atomically and free the figure."""
+def save(fig, path, colours: bool = False) -> None:
+    """check_distinct and check_text, then write the PNG atomically and free the figure."""
     import tiny_lm  # imports torch: only when a figure is written
     check_distinct(fig, colours)
+    check_text(fig)
     tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     _plt().close(fig)
 
@@ -192,11 +257,16 @@ def _line(ax, xs, ys, name, label=None, **kw):
     return ax.plot(xs, ys, **opts)[0]
 
 
-def _ref(ax, axis: str, value, text: str = None, **kw):
-    """A reference line (gid "ref", skipped by check_distinct), with an optional note at its top."""
+def _ref(ax, axis: str, value, text: str = None, bottom: bool = False, **kw):
+    """A reference line (gid "ref", skipped by check_distinct), with an optional note at its top (bottom=True:
+    at its foot and right of it, for a vertical line)."""
     opts = {"color": "0.45", "ls": ":", "lw": 1.2, "gid": "ref", "zorder": 1, **kw}
     line = ax.axvline(value, **opts) if axis == "x" else ax.axhline(value, **opts)
-    if text and axis == "x":
+    if text and axis == "x" and bottom:  # right of the line, where a line that falls past it has fallen
+        from matplotlib.transforms import offset_copy
+        ax.text(value, 0.08, text, transform=offset_copy(ax.get_xaxis_transform(), ax.figure, x=2, units="points"),
+                rotation=90, va="bottom", ha="left", fontsize=8, color="0.3")
+    elif text and axis == "x":
         ax.text(value, 0.99, " " + text, transform=ax.get_xaxis_transform(), rotation=90, va="top",
                 ha="right", fontsize=8, color="0.3")
     elif text:
@@ -315,6 +385,18 @@ def _grid(plt, n: int, width: float = 6.2, height: float = 4.6, **kw):
     return fig, flat[:n]
 
 
+def _tight(fig, rect=(0, 0, 1, 1), gap: float = 6) -> None:
+    """tight_layout within rect, then lowered until the panels' titles end gap pixels below the suptitle:
+    tight_layout alone can let a suptitle of two lines reach into the top row's titles."""
+    fig.tight_layout(rect=rect)
+    if fig._suptitle is not None:
+        renderer = fig.canvas.get_renderer()  # Agg's: measures without a draw
+        foot = fig._suptitle.get_window_extent(renderer).y0
+        top = max(ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible())
+        if top > foot - gap:
+            fig.tight_layout(rect=(*rect[:3], rect[3] - (top - foot + gap) / fig.bbox.height))
+
+
 # ----------------------------------------------------------------------------- perplexity against length
 
 def _gloss(row) -> str:
@@ -352,7 +434,7 @@ def ppl_vs_length(path, rows, lengths) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.subplots_adjust(right=0.74)  # room for the labels at the lines' ends
-    _save(fig, path)
+    save(fig, path)
 
 
 def _same_as(rows, lengths) -> dict:
@@ -412,8 +494,8 @@ def ppl_vs_length_all(path, rows, lengths) -> None:
     for ax in axes[-2:]:
         ax.set_xlabel("evaluation length (characters per window)")
     fig.suptitle(f"Every row: trained at {train_len} (fine-tunes at their own length), evaluated longer", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.985))
-    _save(fig, path)
+    _tight(fig, rect=(0, 0, 1, 0.985))
+    save(fig, path)
 
 
 def _binned(values, edges) -> list:
@@ -450,7 +532,7 @@ def loss_vs_position(path, rows, curves, lengths) -> None:
         _mark_off_axes(ax)
     axes[1].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 # ----------------------------------------------------------------------------- training
@@ -481,8 +563,8 @@ def train_curves(path, logs, finetunes) -> None:
         ax.set_ylabel("validation loss (nats/char)")
     axes[0].set_ylim(top=min(axes[0].get_ylim()[1], 3.5))
     fig.suptitle("Training curves: validation loss (training loss per step: train_log.csv)")
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 def copy_curves(path, logs) -> None:
@@ -523,8 +605,8 @@ def copy_curves(path, logs) -> None:
         axes[0].set_ylim(top=min(axes[0].get_ylim()[1], max(3.5, lowest + 1.0)))
         axes[0].legend(fontsize=8)
     fig.suptitle("The copy family in training: text and copying (probe windows are not the retrieval table's)")
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 # ----------------------------------------------------------------------------- long context
@@ -579,7 +661,7 @@ def context_use(path, rows, meta) -> None:
                  f"docs/long_context.md)", fontsize=10)
     fig.tight_layout()
     fig.subplots_adjust(right=0.78)  # room for the labels at the lines' ends
-    _save(fig, path, colours=True)
+    save(fig, path, colours=True)
     context_use_all(Path(path).with_name("context_use_all.png"), rows, meta)
 
 
@@ -609,8 +691,8 @@ def context_use_all(path, rows, meta) -> None:
               f"than the {train_len} characters of training" if train_len else f"window = c + {target}")
     fig.suptitle(f"Context use: the same targets, more and more context before them (lower is better)\n"
                  f"{window}; fine-tunes trained on {FT_MULT}x longer windows", fontsize=11)
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)
 
 
 RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
@@ -626,44 +708,99 @@ RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
                     ("text-trained: the field's comparison set", "field", ())]
 
 
+# the headline's panel (b): what carries the copy past the training length (README findings 5 and 7), each cause
+# beside the control that removes it: RoPE alone; YaRN without training, fine-tuned with it, and the same fine-tune
+# without a scaling; the hybrid with a p-RoPE global layer and with a plain-RoPE one; KERPLE's slowly growing bias
+RETRIEVAL_FAR = ("rope_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "rope_copy_ft_none", "gemma_hybrid_copy",
+                 "hybrid_rope_copy", "kerple_copy")
+RETRIEVAL_Y = "keys copied exactly (share of windows)"  # exact match: letters 2..K of the repeat all greedy-correct
+
+
+def _retrieval_panel(ax, by, names, title, train_len) -> None:
+    """Exact match against distance (log x) for names (a line drawn exactly on an earlier one says so in its
+    label), on the full 0-1 scale; the training length dotted, a fine-tune's length dashed, each named at the
+    foot of its line; the legend inside, left, short (row names only) so that it ends before the lines fall."""
+    first = {}
+    for n in names:
+        rs = by[n]
+        under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
+        _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
+              label=n if under == n else f"{n} (under {under})")
+    for L in sorted({by[n][0]["train_len"] for n in names} | {train_len}):
+        _ref(ax, "x", L, f"{'training' if L == train_len else 'fine-tune'} length {L}", bottom=True,
+             ls=":" if L == train_len else "--")
+    _log2_x(ax, [r["distance"] for r in by[names[0]]])
+    ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("distance d from the key to its repeat (characters)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="center left")
+
+
+def _train_len(rows, meta) -> int:
+    """The base models' training length: the run's (meta), else the shortest of the rows (a fine-tune's is longer)."""
+    return meta.get("train_len") or min(r["train_len"] for r in rows)
+
+
+def _retrieval_groups(by) -> tuple:
+    """([(title, group, names)] of the everything-figure, [text-trained rows not drawn]): every copy-trained row;
+    a text-trained group whose exact match is zero at every distance gets no panel (all of them: the first)."""
+    panels = _panels(list(by), RETRIEVAL_PANELS)
+    zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
+    drawn = [p for p in panels if p not in zero] or panels[:1]
+    return drawn, [n for p in zero if p not in drawn for n in p[2]]
+
+
 def retrieval(path, rows, meta) -> None:
-    """Exact match against distance (log x), one panel per group of rows, at most MAX_LINES lines
-    each, the training and fine-tune lengths marked. A text-trained group whose exact match is
-    zero at every distance gets no panel, only a line under the figure.
+    """The headline of retrieval: exact match against distance for the models trained to copy, (a) the five
+    schemes, (b) RETRIEVAL_FAR, at most MAX_LINES lines each; every row, in panels, goes to retrieval_all.png
+    beside it. Where no row of either exists, the first panel of retrieval_all.png.
     rows: the long format of retrieval.json, one row per variant and distance."""
     plt = _plt()
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
-    panels = _panels(list(by), RETRIEVAL_PANELS)
-    zero = [p for p in panels if not p[1].startswith("copy") and all(r["exact"] == 0 for n in p[2] for r in by[n])]
-    panels = [p for p in panels if p not in zero] or panels[:1]
-    fig, axes = _grid(plt, len(panels), width=8.2, sharey=True)
+    K, train_len = meta.get("key_len", "K"), _train_len(rows, meta)
+    five = [n for n in by if _group(n) == "copy_five"]
+    far = [n for n in RETRIEVAL_FAR if n in by]
+    panels = [p for p in (("(a) the five schemes, trained to copy", five),
+                          (f"(b) past the training length, {train_len}: what keeps the copy", far)) if p[1]]
+    text = [n for n in by if by[n][0]["family"] == "text"]
+    quiet = all(r["exact"] == 0 for n in text for r in by[n])
+    note = "" if not text else " (text-trained models: 0 at every d)" if quiet else " (text-trained: retrieval_all.png)"
+    title = f"Models trained to copy: is a {K}-letter key copied from d characters back?{note}"
+    if not panels:  # no copy-trained row of either panel: the first panel of retrieval_all.png
+        panels = [(t, names) for t, _, names in _retrieval_groups(by)[0][:1]]
+        title = f"Retrieval: is a {K}-letter key copied from d characters back?"
+    fig, axes = _grid(plt, len(panels), width=6.4, height=4.8, sharey=True)
+    for ax, (panel_title, names) in zip(axes, panels):
+        _retrieval_panel(ax, by, names[:MAX_LINES], panel_title, train_len)
+    axes[0].set_ylabel(RETRIEVAL_Y)
+    fig.suptitle(title, fontsize=11)
+    _tight(fig)
+    save(fig, path, colours=True)
+    retrieval_all(Path(path).with_name("retrieval_all.png"), rows, meta)
+
+
+def retrieval_all(path, rows, meta) -> None:
+    """Every row of retrieval (the full-detail figure for docs/), one panel per group of at most MAX_LINES rows
+    (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn."""
+    plt = _plt()
+    by = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    panels, skipped = _retrieval_groups(by)
+    train_len = _train_len(rows, meta)
+    fig, axes = _grid(plt, len(panels), width=6.4, height=4.6, sharey=True)
     for k, (ax, (title, group, names)) in enumerate(zip(axes, panels)):
-        first = {}  # a line drawn exactly on an earlier one says so in its label
-        for n in names:
-            rs = by[n]
-            under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
-            _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
-                  label=n if under == n else f"{n} (under {under})")
-        lens = sorted({by[n][0]["train_len"] for n in names if by[n][0].get("train_len")})
-        for L, ls in zip(lens, (":", "--")):  # named in the legend, so that no label sits on a line
-            _ref(ax, "x", L, ls=ls, label=f"{'fine-tune' if L > min(lens) else 'training'} length {L}")
-        _log2_x(ax, [r["distance"] for r in by[names[0]]])
-        ax.set_ylim(-0.03, 1.03)  # the full scale: a model that copies reaches 1
-        ax.set_title(f"({chr(ord('a') + k)}) {title}", fontsize=10)
-        ax.set_xlabel("distance d between the key and its repeat (characters)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the axes
+        _retrieval_panel(ax, by, names, f"({chr(ord('a') + k)}) {title}", train_len)
     for ax in axes[::2]:
-        ax.set_ylabel(f"exact match of characters 2..{meta.get('key_len', 'K')}")
-    skipped = sorted({n for p in zero for n in p[2]}, key=list(by).index)
-    note = "".join("\n" + line for line in textwrap.wrap(
-        f"Exact match 0 at every distance, not drawn: {', '.join(skipped)}", 150)) if skipped else ""
-    fig.suptitle(f"Retrieval: is the repeat of a {meta.get('key_len', 'K')}-letter key copied from d characters "
-                 f"back? (greedy exact match){note}", fontsize=11)
-    fig.tight_layout()
-    _save(fig, path, colours=True)
+        ax.set_ylabel(RETRIEVAL_Y)
+    note = f" ({len(skipped)} text-trained rows, 0 at every d, not drawn)" if skipped else ""
+    fig.suptitle(f"Retrieval, every row: is a {meta.get('key_len', 'K')}-letter key copied from d characters "
+                 f"back?{note}", fontsize=11)
+    _tight(fig)
+    save(fig, path, colours=True)
 
 
 # ----------------------------------------------------------------------------- copy calibration
@@ -714,8 +851,8 @@ def copy_calibration(path, curves) -> None:
         ax.set(title=title, xlabel="training step", ylabel="copy gain (nats/char)")
     fig.legend(*axes[0].get_legend_handles_labels(), fontsize=8, loc="center left", bbox_to_anchor=(0.83, 0.5))
     fig.suptitle("Copy calibration: does each mixture teach copying? (> 0: the copy got cheaper)")
-    fig.tight_layout(rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
-    _save(fig, path)
+    _tight(fig, rect=(0, 0, 0.83, 1))  # the right strip holds the shared legend
+    save(fig, path)
 
 
 def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: float, **legend) -> None:
@@ -766,5 +903,5 @@ def benchmark(path, L, names, times, memory, device_type: str, title: str) -> No
             if ax.has_data():
                 ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    _save(fig, path)
+    _tight(fig)
+    save(fig, path)

@@ -42,14 +42,12 @@ THETA_VARIANTS = ("rope_theta10", "rope", "rope_theta1e6")  # checkpoint names f
 
 
 def save(fig, out: Path, name: str, tight: bool = True) -> None:
-    """Check that no two lines of one axes look alike (plots.check_distinct), then write the PNG."""
+    """Write the PNG through plots.save: no two lines of one axes alike, no text outside the figure or on another's."""
     import plots
     out.mkdir(parents=True, exist_ok=True)
     if tight:  # figures with a colorbar spanning several axes set their layout themselves
         fig.tight_layout()
-    plots.check_distinct(fig)
-    fig.savefig(out / name, dpi=120)
-    plt.close(fig)
+    plots.save(fig, out / name)
     print(f"wrote {out / name}")
 
 

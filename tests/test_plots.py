@@ -1,6 +1,7 @@
 """plots.py draws every figure from the committed results/*.json, and no figure has two data lines
-that look alike (plots.check_distinct); the headline keeps to 8 lines with plain tick labels.
-The figures of breakage_test, benchmark and visualize_rope follow the same rule."""
+that look alike (plots.check_distinct) or a text outside the figure or on another's (plots.check_text);
+the headlines keep to 8 lines with plain tick labels. The figures of breakage_test, benchmark and
+visualize_rope follow the same rules."""
 import csv
 import json
 from pathlib import Path
@@ -52,7 +53,7 @@ def _draw(name, path):
 
 
 FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curves", "context_use",
-           "context_use_all", "retrieval", "copy_calibration", "copy_curves"]
+           "context_use_all", "retrieval", "copy_calibration", "copy_curves"]  # retrieval draws retrieval_all too
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_figure_from_committed_results(name, tmp_path, checked):
     path = tmp_path / f"{name}.png"
     _draw(name, path)
     assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    want = 2 if name == "context_use" else 1  # context_use draws its headline, then context_use_all.png
+    want = 2 if name in ("context_use", "retrieval") else 1  # a headline, then its NAME_all.png
     assert len(checked) == want, f"{name}: check_distinct ran {len(checked)} times, expected {want} (once a figure)"
     if name != "ppl_vs_length_all":  # every row, by design
         for ax in checked[0].axes:
@@ -109,23 +110,121 @@ def test_context_use_headline_is_one_panel_of_distinct_colours(tmp_path, checked
 
 
 def test_retrieval_panels(tmp_path, checked):
-    """Exact match only, at most MAX_LINES lines a panel; a text-trained group that is 0 at every
-    distance is not drawn but named in the title; every copy-trained row is drawn."""
+    """The headline draws only copy-trained rows, at most MAX_LINES a panel, and says in its one-line title that
+    the text-trained ones are 0 everywhere; retrieval_all draws every copy-trained row and counts, in its title,
+    the text-trained rows at 0 at every distance, which it does not draw; exact match on its full 0-1 scale."""
     rows = [dict(r, exact=0.0) if r["family"] == "text" else dict(r, exact=0.5) for r in _json("retrieval.json")["rows"]]
     rows += [dict(r, variant="rope_copy", family="copy", exact=0.9) for r in rows if r["variant"] == "rope"]
     plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
-    fig = checked[0]
-    drawn = [ax for ax in fig.axes if ax.get_visible()]
-    labels = [ln.get_label() for ax in drawn for ln in _data_lines(ax)]
-    lines = {label.split(" (under ")[0] for label in labels}  # a line drawn exactly on another says so
+    headline, every = checked
     copy = {r["variant"] for r in rows if r["family"] == "copy"}
-    assert copy <= lines, f"copy-trained rows not drawn: {copy - lines}"
-    hidden = [label for label in labels if " (under " in label]  # every copy row here is 0.5 everywhere
-    assert hidden and all(label.endswith(")") for label in hidden), f"lines drawn on others are not named: {labels}"
-    assert not lines & {r["variant"] for r in rows if r["family"] == "text"}, "an all-zero text row was drawn"
-    assert "not drawn: none, learned" in fig._suptitle.get_text().replace("\n", " ")
-    assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in drawn)
-    assert all(ax.get_ylim() == (-0.03, 1.03) for ax in drawn), "exact match on its full 0-1 scale"
+    text = {r["variant"] for r in rows if r["family"] == "text"}
+    for fig in checked:
+        labels = [ln.get_label() for ax in fig.axes for ln in _data_lines(ax)]
+        assert not {label.split(" (under ")[0] for label in labels} & text, "an all-zero text row was drawn"
+        assert all(len(_data_lines(ax)) <= plots.MAX_LINES for ax in fig.axes)
+        assert all(ax.get_ylim() == (-0.03, 1.03) for ax in fig.axes), "exact match on its full 0-1 scale"
+        assert "\n" not in fig._suptitle.get_text(), fig._suptitle.get_text()
+    drawn = {ln.get_label().split(" (under ")[0] for ax in every.axes for ln in _data_lines(ax)}
+    assert copy <= drawn, f"copy-trained rows not drawn: {copy - drawn}"
+    hidden = [ln.get_label() for ax in every.axes for ln in _data_lines(ax) if " (under " in ln.get_label()]
+    assert hidden and all(label.endswith(")") for label in hidden), "lines drawn on others are not named"
+    assert f"({len(text)} text-trained rows, 0 at every d, not drawn)" in every._suptitle.get_text()
+    assert "text-trained models: 0 at every d" in headline._suptitle.get_text()
+    assert (tmp_path / "retrieval_all.png").is_file()
+
+
+def test_retrieval_from_the_committed_results_reads_at_a_glance(tmp_path, monkeypatch):
+    """results/retrieval.json drawn: both figures pass check_text, each panel has at most MAX_LINES data lines,
+    the titles are one line, the y label names the measure plainly; the headline has the five schemes and
+    RETRIEVAL_FAR's rows."""
+    figs = []
+    real = plots.check_text
+
+    def spy(fig):
+        real(fig)
+        figs.append(fig)
+    monkeypatch.setattr(plots, "check_text", spy)
+    _draw("retrieval", tmp_path / "retrieval.png")
+    assert len(figs) == 2, "retrieval.png, then retrieval_all.png, each checked"
+    for fig in figs:
+        assert "\n" not in fig._suptitle.get_text(), f"a suptitle of more than one line: {fig._suptitle.get_text()!r}"
+        for ax in fig.axes:
+            assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{ax.get_title()!r}: {len(_data_lines(ax))} lines"
+            assert "\n" not in ax.get_title(), ax.get_title()
+        assert fig.axes[0].get_ylabel() == plots.RETRIEVAL_Y
+    names = list(dict.fromkeys(r["variant"] for r in _json("retrieval.json")["rows"]))
+    five, far = ([ln.get_label().split(" (under ")[0] for ln in _data_lines(ax)] for ax in figs[0].axes)
+    assert five == [n for n in names if plots._group(n) == "copy_five"], five
+    assert far == [n for n in plots.RETRIEVAL_FAR if n in names], far
+
+
+def test_retrieval_without_copy_trained_rows(tmp_path, checked):
+    """A run of text-trained models only (a scheme file's, say), all at 0: both figures draw their first group."""
+    rows = [dict(r, exact=0.0) for r in _json("retrieval.json")["rows"] if r["variant"] in ("rope", "alibi")]
+    plots.retrieval(tmp_path / "r.png", rows, {"key_len": 10})
+    for fig in checked:
+        assert [ln.get_label() for ax in fig.axes for ln in _data_lines(ax)] == ["rope", "alibi (under rope)"]
+    assert checked[0]._suptitle.get_text() == "Retrieval: is a 10-letter key copied from d characters back?"
+
+
+def _texts_figure(plt, **kw):
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3), **kw)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    return fig, axes
+
+
+def test_check_text_catches_a_text_outside_the_figure():
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    fig.tight_layout()
+    plots.check_text(fig)  # a laid-out figure passes
+    b.legend(["a legend beside the axes"], loc="upper left", bbox_to_anchor=(1.01, 1.0))  # past the right edge
+    with pytest.raises(ValueError, match=r"axes 1 legend \['a legend beside the axes'\] lies outside the figure"):
+        plots.check_text(fig)
+    b.get_legend().remove()
+    a.set_xlabel("x " * 200)  # a label far wider than the figure
+    with pytest.raises(ValueError, match="x-label .* lies outside the figure"):
+        plots.check_text(fig)
+    a.set_xlabel("x")
+    fig.text(0.5, 1.02, "above the top")
+    with pytest.raises(ValueError, match="figure text 'above the top' lies outside"):
+        plots.check_text(fig)
+    plt.close(fig)
+
+
+def test_check_text_catches_overlapping_titles():
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    fig.subplots_adjust(wspace=0.05)
+    a.set_title("a long title that runs on into the next panel", loc="left")
+    b.set_title("the next panel's title")
+    with pytest.raises(ValueError, match="left title 'a long title.*title .the next panel's title. overlap"):
+        plots.check_text(fig)
+    b.set_title("")
+    a.set_title("", loc="left")
+    a.set_title("short")
+    fig.suptitle("a suptitle of\nthree lines\nthat reaches the panels", y=0.95)
+    with pytest.raises(ValueError, match="suptitle .* and axes 0 .*title 'short' overlap"):
+        plots.check_text(fig)
+    plots._tight(fig)  # room under the suptitle
+    plots.check_text(fig)
+    plt.close(fig)
+
+
+def test_check_text_passes_texts_of_one_axes_and_touching_boxes():
+    """A legend over its own axes' text is the axes' business; boxes that touch within TEXT_TOLERANCE pass."""
+    plt = plots._plt()
+    fig, (a, b) = _texts_figure(plt)
+    a.text(0.05, 0.9, "a note under the legend", transform=a.transAxes)
+    a.legend(["line"], loc="upper left")
+    fig.tight_layout()
+    plots.check_text(fig)
+    page = fig.bbox
+    fig.text(1 + plots.TEXT_TOLERANCE / 2 / page.width, 0.5, "x", ha="right")  # 0.75 px past the right edge
+    plots.check_text(fig)
+    plt.close(fig)
 
 
 def test_check_distinct_raises_on_lookalike_lines():
