@@ -147,7 +147,7 @@ def where_line(fid: str, root: Path = HERE) -> str:
             cells.append(f"{label}: not measured")
             continue
         cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(README_LINES[fid], said)))
-    return "   *Where it holds:* " + " · ".join(cells) + " ([docs/settings.md](docs/settings.md))."
+    return "   *Where it holds:* " + " · ".join(cells) + "."
 
 
 def sync(root: Path = HERE) -> None:
