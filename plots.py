@@ -549,7 +549,8 @@ def train_curves(path, logs, finetunes) -> None:
               ("(b) other base variants", [n for n in names if n not in fts and n not in five]),
               ("(c) fine-tunes at 4x length (their own steps)", fts)]
     panels = [(t, ns[k:k + MAX_LINES]) for t, ns in groups for k in range(0, len(ns), MAX_LINES)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    # at least 7 inches: one panel (the preview's five schemes) must still hold the one-line title
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(5.2 * len(panels), 7.0), 4.6), squeeze=False)
     axes = list(axes.flat)
     for ax, (title, members) in zip(axes, panels):
         if ax is not axes[0] and not set(members) & set(fts):
