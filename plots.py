@@ -385,9 +385,24 @@ def _grid(plt, n: int, width: float = 6.2, height: float = 4.6, **kw):
     return fig, flat[:n]
 
 
+def _wrap_to_width(fig, text, margin: float = 0.96) -> None:
+    """Re-wrap a figure-wide text, line by line, so that it is at most `margin` of the figure's width."""
+    import textwrap
+    renderer = fig.canvas.get_renderer()
+    width = text.get_window_extent(renderer).width
+    if width <= margin * fig.bbox.width:
+        return
+    lines = text.get_text().split("\n")
+    chars = max(10, int(max(map(len, lines)) * margin * fig.bbox.width / width))  # characters per line that fit
+    text.set_text("\n".join(w for line in lines for w in textwrap.wrap(line, chars)))
+
+
 def _tight(fig, rect=(0, 0, 1, 1), gap: float = 6) -> None:
     """tight_layout within rect, then lowered until the panels' titles end gap pixels below the suptitle:
-    tight_layout alone can let a suptitle of two lines reach into the top row's titles."""
+    tight_layout alone can let a suptitle of two lines reach into the top row's titles. A suptitle
+    wider than the figure (a run with fewer panels than the full one) is first wrapped to fit it."""
+    if fig._suptitle is not None:
+        _wrap_to_width(fig, fig._suptitle)
     fig.tight_layout(rect=rect)
     if fig._suptitle is not None:
         renderer = fig.canvas.get_renderer()  # Agg's: measures without a draw
