@@ -24,10 +24,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import cli
 import schemes
 import tiny_lm
 from tiny_lm import CorpusError, GPTConfig, TinyLM
-from eval_common import check_writable, custom_out, json_to_redraw
+from cli import fail
+from eval_common import check_redraw, check_writable, custom_out, json_to_redraw
 from training import train
 from variants import TrainConfig, run_dirs
 
@@ -270,8 +272,15 @@ def sample_left_to_right(model: TinyLM, prompt: torch.Tensor, n_new: int, ctx: i
     return idx[0].cpu()
 
 
-def run_char_lm(cfg: BreakConfig, device) -> dict:
-    train_text, val_text, vocab = tiny_lm.load_corpus(cfg.corpus, min_val_chars=2000)
+def load_char_corpus(cfg: BreakConfig) -> tuple:
+    """(train text, validation text, vocabulary) of the char LM; CorpusError (one line) if unusable.
+    main loads it before the word-order models train, so a bad --corpus costs no minutes."""
+    return tiny_lm.load_corpus(cfg.corpus, min_val_chars=2000)
+
+
+def run_char_lm(cfg: BreakConfig, device, corpus: tuple = None) -> dict:
+    """The 2x2 on the corpus (load_char_corpus's, loaded here if not given)."""
+    train_text, val_text, vocab = corpus or load_char_corpus(cfg)
     if cfg.lm_train_chars:
         train_text = train_text[:cfg.lm_train_chars]
     tok = tiny_lm.CharTokenizer(vocab)
@@ -365,17 +374,18 @@ def make_markdown(res: dict) -> str:
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv=None) -> BreakConfig:
-    """BreakConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
+    """BreakConfig(), then QUICK with --quick, then every flag that was given; a bad value: one line, exit 2."""
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     d = BreakConfig()
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     p.add_argument("--out", help="folder for breakage.md, breakage.json, breakage.png "
                                  "(default results/, or runs/quick/breakage/ with --quick)")
     for flag, typ, text in (
-            ("seed", int, "seed for initialisation, batches and the held-out name pairs (test set: seed + 1000003)"),
+            ("seed", cli.SEED, "seed for initialisation, batches and the held-out name pairs (test set: seed + "
+                               "1000003)"),
             ("device", str, "auto (cuda, then mps, then cpu), or a torch device name"),
-            ("threads", int, "torch CPU threads (0 = torch's default); the matrices are small"),
+            ("threads", cli.THREADS, "torch CPU threads (0 = torch's default); the matrices are small"),
             ("wo_names", int, f"number of names (3..{len(NAMES)})"), ("wo_verbs", int, f"number of verbs (1..{len(VERBS)})"),
             *((n, int, f"{w} (default {getattr(d, n)}, {QUICK[n]} with --quick)") for n, w in (
                 ("wo_steps", "training steps per word-order model"), ("wo_seeds", "word-order seeds, from --seed up"),
@@ -401,12 +411,19 @@ def parse_args(argv=None) -> BreakConfig:
         mine = any(s in schemes.FILES for s in (*cfg.wo_schemes, cfg.lm_pos)) and not cfg.quick
         cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if mine else cfg
     except ValueError as e:
-        p.error(str(e))
+        fail(str(e))
     bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]
     if bad or not cfg.wo_schemes:
-        p.error(f"unknown word-order scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")
-    if min(cfg.wo_steps, cfg.wo_test_pairs, cfg.wo_seeds, cfg.lm_train.steps) < 1 or cfg.threads < 0:
-        p.error("--wo-steps, --wo-test-pairs, --wo-seeds and --lm-steps must be positive, --threads >= 0")
+        fail(f"--wo-schemes: unknown word-order scheme(s) {','.join(bad) or '(none given)'}; known: "
+             f"{','.join(tiny_lm.SCHEMES)}")
+    small = {f: v for f, v in (("--wo-steps", cfg.wo_steps), ("--wo-test-pairs", cfg.wo_test_pairs),
+                                ("--wo-seeds", cfg.wo_seeds), ("--lm-steps", cfg.lm_train.steps)) if v < 1}
+    if small:
+        fail(f"{', '.join(small)} must be positive, got {', '.join(map(str, small.values()))}")
+    try:  # --wo-names, --wo-verbs (and the held-out rings they allow)
+        make_task(cfg.wo_names, cfg.wo_verbs, cfg.wo_heldout_rings, cfg.seed)
+    except ValueError as e:
+        fail(f"--wo-names {cfg.wo_names}, --wo-verbs {cfg.wo_verbs}: {e}")
     return cfg
 
 
@@ -414,21 +431,23 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
     out = Path(cfg.out)
+    if "--redraw" in argv:
+        check_redraw([out / "breakage.json"], cli.command("breakage_test.py", argv))
     check_writable(out, "--out")  # before any training
     if "--redraw" in argv:
         return redraw(out)
+    try:  # a bad --device or corpus: before the first model trains
+        device = tiny_lm.pick_device(cfg.device)
+        corpus = load_char_corpus(cfg)
+    except (CorpusError, ValueError) as e:
+        fail(str(e))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t0 = time.perf_counter()
     for line in left_out(cfg):
         print(line)
-    try:  # a bad --device, corpus or word-order size
-        device = tiny_lm.pick_device(cfg.device)
-        word_order = run_word_order(cfg, device)
-        char_lm = run_char_lm(cfg, device)
-    except (CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    word_order = run_word_order(cfg, device)
+    char_lm = run_char_lm(cfg, device, corpus)
     res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
            "char_lm": char_lm, "left_out": left_out(cfg)}
