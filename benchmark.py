@@ -347,11 +347,10 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
     out = Path(cfg.results)
-    if "--redraw" in argv:
+    if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json, checked first
         check_redraw([out / "benchmark.json"], cli.command("benchmark.py", argv))
+        return check_writable(out, "--results") or redraw(out)
     check_writable(out, "--results")  # before minutes of measuring
-    if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json
-        return redraw(out)
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:

@@ -21,11 +21,11 @@ from typing import Optional
 
 from tqdm import tqdm
 
+import cli
 import pos_rope
 import row_names
 import schemes
 import tiny_lm
-import cli
 import torch
 from cli import fail
 from tiny_lm import CheckpointError, CorpusError

@@ -261,7 +261,7 @@ def planned_checkpoints(args, names, settings) -> dict:
     for name in (n for n in ALL_NAMES if n not in retrain and (out / f"{n}.pt").exists()):
         ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=rerun)[1]
         if not all(k in ck.get("losses", {}) for k in LOG_KEYS):
-            raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun train_compare.py")
+            raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun `{rerun}`")
         cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
     for name in (n for n in names if n in retrain):
         if name in VARIANTS:
