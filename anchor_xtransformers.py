@@ -52,9 +52,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import cli
 import tables
 import tiny_lm
-from eval_common import check_writable, fail, read_json, spread_blocks, training_provenance
+from eval_common import check_redraw, check_writable, fail, read_json, spread_blocks, training_provenance
 from perplexity import evaluate
 from tiny_lm import CorpusError
 from training import train
@@ -110,12 +111,12 @@ class XTransformersLM(nn.Module):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--schemes", default="rope,alibi", help=f"comma-separated: {','.join(SCHEMES)}")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the batch order")
+    p.add_argument("--seed", type=cli.SEED, default=0, help="seed of the initialisation and the batch order")
     p.add_argument("--corpus", default=None, help="UTF-8 text file (default: the Shakespeare corpus)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--threads", type=cli.THREADS, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/anchor; runs/quick/anchor with --quick)")
     p.add_argument("--results", default=None, help="where anchor_xtransformers.json goes (default results/; "
                                                    "<out>/results with --quick, and --quick never writes results/)")
@@ -175,6 +176,7 @@ def main(argv=None) -> int:
         results = Path(args.results or "results")
         if not (results / "anchor_xtransformers.json").exists():
             fail(f"no {results}/anchor_xtransformers.json to redraw from; run `python anchor_xtransformers.py` first")
+        check_redraw([results / "anchor_xtransformers.json"], cli.command("anchor_xtransformers.py", argv))
         tables.sync_recipe(results)  # only the repository's results/ have a page to write
         print(f"redrew docs/recipe.md's tables from {results}/anchor_xtransformers.json")
         return 0

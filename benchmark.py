@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+import cli
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
-from eval_common import check_writable, custom_out, is_repo_results, json_to_redraw
+from cli import fail
+from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
 from variants import run_dirs
 
 MiB = 2 ** 20
@@ -286,9 +287,9 @@ def plot(cfg, times, memory, path: Path, device_type: str) -> None:
 # ----------------------------------------------------------------------------- CLI
 
 def parse_args(argv=None) -> BenchConfig:
-    """BenchConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
+    """BenchConfig(), then QUICK with --quick, then every flag that was given; a bad value: one line, exit 2."""
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     show = lambda v: ",".join(map(str, v)) if isinstance(v, tuple) else v
 
@@ -296,15 +297,15 @@ def parse_args(argv=None) -> BenchConfig:
         quick = f"; with --quick {show(QUICK[field])}" if field in QUICK else ""
         p.add_argument("--" + field.replace("_", "-"), type=type,
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
-    flag("lengths", "comma-separated sequence lengths", type=lambda v: tuple(int(t) for t in v.split(",")))
+    flag("lengths", "comma-separated sequence lengths", type=int_tuple)
     flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
     for field, text in (("repeats", "timed forward runs per case (median)"), ("warmup", "untimed runs first"),
                         ("train_steps", "optimizer steps per timed training repetition"),
                         ("train_repeats", "timed repetitions of the training comparison (median)"),
                         ("eval_windows", "windows of the longest length in the evaluation"),
-                        ("eval_repeats", "timed repetitions of that evaluation (median)"),
-                        ("threads", "torch intra-op threads (0: torch's default)")):
+                        ("eval_repeats", "timed repetitions of that evaluation (median)")):
         flag(field, text)
+    flag("threads", "torch intra-op threads (0: torch's default)", type=cli.THREADS)
     flag("device", "auto (cuda, then cpu), or a torch device name", type=str)
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/, "
@@ -321,34 +322,46 @@ def parse_args(argv=None) -> BenchConfig:
         mine = not a.quick and any(s in schemes.FILES for s in cfg.schemes)  # then runs/custom/benchmark
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
-        p.error(str(e))
+        fail(str(e))
     if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or "rope" not in cfg.schemes:
-        p.error(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope (the ratios are to "
-                f"RoPE's); got {','.join(cfg.schemes)}")
-    if min(cfg.lengths + (cfg.repeats, cfg.train_repeats, cfg.train_steps, cfg.eval_windows, cfg.eval_repeats)) < 1 \
-            or cfg.warmup < 0:
-        p.error("lengths, repeats, steps and windows must be positive, --warmup >= 0")
+        fail(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope (the ratios are to "
+             f"RoPE's); got {','.join(cfg.schemes)}")
+    counts = ("repeats", "train_repeats", "train_steps", "eval_windows", "eval_repeats")
+    bad = [f"--lengths {','.join(map(str, cfg.lengths))}"] if min(cfg.lengths) < 1 else []
+    bad += [f"--{f.replace('_', '-')} {getattr(cfg, f)}" for f in counts if getattr(cfg, f) < 1]
+    bad += [f"--warmup {cfg.warmup}"] if cfg.warmup < 0 else []
+    if bad:
+        fail(f"{', '.join(bad)}: lengths, repeats, steps and windows must be positive, --warmup at least 0")
     return cfg
+
+
+def int_tuple(text: str) -> tuple:
+    """--lengths: comma-separated integers (argparse type)."""
+    try:
+        return tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
-    out = check_writable(Path(cfg.results), "--results") or Path(cfg.results)  # before minutes of measuring
-    if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json
-        return redraw(out)
+    out = Path(cfg.results)
+    if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json, checked first
+        check_redraw([out / "benchmark.json"], cli.command("benchmark.py", argv))
+        return check_writable(out, "--results") or redraw(out)
+    check_writable(out, "--results")  # before minutes of measuring
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        fail(str(e))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number
     do_memory = cfg.memory and device.type in ("cuda", "cpu") and sys.platform != "win32"
     t_start = time.perf_counter()
     print(f"benchmark: {machine_line(device)}", file=sys.stderr)
-    with tqdm(desc="memory", unit="run", dynamic_ncols=True, file=sys.stderr) as bar:
+    with cli.progress(desc="memory", unit="run") as bar:
         memory = peak_memory(cfg, device, bar) if do_memory else {}  # first, while nothing else of ours runs
         bar.set_description("forward")
         times = forward_times(cfg, device, bar)

@@ -24,10 +24,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import cli
 import schemes
 import tiny_lm
-from tiny_lm import CorpusError, GPTConfig, TinyLM
-from eval_common import check_writable, custom_out, json_to_redraw
+from tiny_lm import GPTConfig, TinyLM
+from cli import fail
+from eval_common import check_redraw, check_writable, custom_out, json_to_redraw
 from training import train
 from variants import TrainConfig, run_dirs
 
@@ -270,8 +272,8 @@ def sample_left_to_right(model: TinyLM, prompt: torch.Tensor, n_new: int, ctx: i
     return idx[0].cpu()
 
 
-def run_char_lm(cfg: BreakConfig, device) -> dict:
-    train_text, val_text, vocab = tiny_lm.load_corpus(cfg.corpus, min_val_chars=2000)
+def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
+    train_text, val_text, vocab = corpus  # tiny_lm.load_corpus's, loaded by main before any model trains
     if cfg.lm_train_chars:
         train_text = train_text[:cfg.lm_train_chars]
     tok = tiny_lm.CharTokenizer(vocab)
@@ -363,19 +365,20 @@ def make_markdown(res: dict) -> str:
 # ----------------------------------------------------------------------------- main
 
 def parse_args(argv=None) -> BreakConfig:
-    """BreakConfig(), then QUICK with --quick, then every flag that was given; bad values exit via p.error."""
+    """BreakConfig(), then QUICK with --quick, then every flag that was given; a bad value: one line, exit 2."""
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
     d = BreakConfig()
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     p.add_argument("--out", help="folder for breakage.md, breakage.json, breakage.png "
                                  "(default results/, or runs/quick/breakage/ with --quick)")
     for flag, typ, text in (
-            ("seed", int, "seed for initialisation, batches and the held-out name pairs (test set: seed + 1000003)"),
+            ("seed", cli.SEED, "seed for initialisation, batches and held-out name pairs (test set: seed + 1000003)"),
             ("device", str, "auto (cuda, then mps, then cpu), or a torch device name"),
-            ("threads", int, "torch CPU threads (0 = torch's default); the matrices are small"),
-            ("wo_names", int, f"number of names (3..{len(NAMES)})"), ("wo_verbs", int, f"number of verbs (1..{len(VERBS)})"),
-            *((n, int, f"{w} (default {getattr(d, n)}, {QUICK[n]} with --quick)") for n, w in (
+            ("threads", cli.THREADS, "torch CPU threads (0 = torch's default); the matrices are small"),
+            ("wo_names", cli.integer(4, len(NAMES) + 1), f"number of names (4..{len(NAMES)}: one held-out ring)"),
+            ("wo_verbs", cli.integer(1, len(VERBS) + 1), f"number of verbs (1..{len(VERBS)})"),
+            *((n, cli.integer(1), f"{w} (default {getattr(d, n)}, {QUICK[n]} with --quick)") for n, w in (
                 ("wo_steps", "training steps per word-order model"), ("wo_seeds", "word-order seeds, from --seed up"),
                 ("wo_test_pairs", "swapped-twin test pairs, 2 sentences each")))):
         p.add_argument("--" + flag.replace("_", "-"), type=typ, help=text)
@@ -383,13 +386,12 @@ def parse_args(argv=None) -> BreakConfig:
     p.add_argument("--wo-schemes", type=lambda v: tuple(s for s in v.split(",") if s),
                    help=f"position schemes for the word-order task, each trained causal and bidirectional "
                         f"(known: {','.join(tiny_lm.SCHEMES)})")
-    p.add_argument("--lm-steps", type=int, help=f"training steps per char LM (default "
+    p.add_argument("--lm-steps", type=cli.integer(1), help=f"training steps per char LM (default "
                    f"{d.lm_train.steps}, {QUICK['lm_train'].steps} with --quick)")
     p.add_argument("--lm-pos", choices=[s for s in tiny_lm.SCHEMES if s != "none"],
                    help="the position scheme of the char-LM 2x2 (the other column is none)")
     p.add_argument("--corpus", help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
-    p.add_argument("--redraw", action="store_true", help="train nothing: rebuild breakage.md and .png in --out from "
-                                                         "its breakage.json")
+    p.add_argument("--redraw", action="store_true", help="train nothing: redraw breakage.md, .png from --out's JSON")
     a = vars(p.parse_args(argv))
     lm_steps, *_ = a.pop("lm_steps"), a.pop("redraw"), a.pop("scheme_file")  # of lm_train; main reads the rest
     cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
@@ -399,12 +401,10 @@ def parse_args(argv=None) -> BreakConfig:
         mine = any(s in schemes.FILES for s in (*cfg.wo_schemes, cfg.lm_pos)) and not cfg.quick
         cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if mine else cfg
     except ValueError as e:
-        p.error(str(e))
+        fail(str(e))
     bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]
     if bad or not cfg.wo_schemes:
-        p.error(f"unknown word-order scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")
-    if min(cfg.wo_steps, cfg.wo_test_pairs, cfg.wo_seeds, cfg.lm_train.steps) < 1 or cfg.threads < 0:
-        p.error("--wo-steps, --wo-test-pairs, --wo-seeds and --lm-steps must be positive, --threads >= 0")
+        fail(f"--wo-schemes: unknown scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")
     return cfg
 
 
@@ -412,21 +412,21 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg = parse_args(argv)
     out = Path(cfg.out)
+    if "--redraw" in argv:  # train nothing: the report from breakage.json, checked first
+        check_redraw([out / "breakage.json"], cli.command("breakage_test.py", argv))
+        return check_writable(out, "--out") or redraw(out)
     check_writable(out, "--out")  # before any training
-    if "--redraw" in argv:
-        return redraw(out)
+    try:  # a bad --device or corpus (a CorpusError is a ValueError): before the first model trains
+        device, corpus = tiny_lm.pick_device(cfg.device), tiny_lm.load_corpus(cfg.corpus, min_val_chars=2000)
+    except ValueError as e:
+        fail(str(e))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t0 = time.perf_counter()
     for line in left_out(cfg):
         print(line)
-    try:  # a bad --device, corpus or word-order size
-        device = tiny_lm.pick_device(cfg.device)
-        word_order = run_word_order(cfg, device)
-        char_lm = run_char_lm(cfg, device)
-    except (CorpusError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    word_order = run_word_order(cfg, device)
+    char_lm = run_char_lm(cfg, device, corpus)
     res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
            "char_lm": char_lm, "left_out": left_out(cfg)}

@@ -42,9 +42,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import cli
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json, spread_blocks
+from eval_common import (check_redraw, check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json,
+                         spread_blocks)
 from long_context import retrieval
 from tables import sync_table
 from tiny_lm import GPTConfig, TinyLM
@@ -159,7 +161,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mixtures", default=",".join(MIXTURES), help=f"comma-separated, from: {', '.join(MIXTURES)}")
     p.add_argument("--pos", default="rope", choices=tiny_lm.SCHEMES, help="position scheme of the model (default rope)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's, 1100)")
@@ -170,7 +172,7 @@ def parse_args(argv=None):
                         "run that is not the real one (other --steps or --pos): results/ holds only real runs, "
                         "so an explicit --results results is then refused)")
     p.add_argument("--force", action="store_true", help="retrain mixtures that already have a JSON in --out")
-    p.add_argument("--seed", type=int, default=0, help="seed of the probe windows and keys")
+    p.add_argument("--seed", type=cli.SEED, default=0, help="seed of the probe windows and keys")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--corpus", default=None, help="a UTF-8 text file instead of the default Shakespeare")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 30 steps, under runs/quick/")
@@ -184,7 +186,8 @@ def settings(args):
     names = [n for n in args.mixtures.split(",") if n]
     bad = [n for n in names if n not in MIXTURES]
     if bad or not names:
-        fail(f"unknown mixture(s) {','.join(bad) or '(none given)'}; known: {','.join(MIXTURES)}")
+        fail(f"--mixtures {args.mixtures}: unknown mixture(s) {','.join(bad) or '(none given)'}; known: "
+             f"{','.join(MIXTURES)}")
     base = replace(TrainConfig(), **QUICK_TRAIN) if args.quick else TrainConfig()
     if args.steps is not None:
         if args.steps < 1:
@@ -263,14 +266,15 @@ def main(argv=None) -> int:
     out = Path(args.out or runs_dir / "copy_calibration")
     results = Path(args.results or results_dir)
     if args.redraw:
+        check_redraw([results / "copy_calibration.json"], cli.command("copy_calibration.py", argv))
         check_writable(results, "--results")
         return redraw(results, args.pos, 4 if q else 32)
-    results = output_folder(args, names, base, mcfg, results, out)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
     except (ValueError, tiny_lm.CorpusError) as e:
         fail(str(e))
+    results = output_folder(args, names, base, mcfg, results, out)
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     alpha = alphabets(train_text, vocab)
@@ -284,7 +288,7 @@ def main(argv=None) -> int:
     records = {n: reuse(out / f"{n}.json", *mixture_setup(n, args, base), mcfg) for n in names
                if (out / f"{n}.json").exists() and not args.force}
     out.mkdir(parents=True, exist_ok=True)
-    for name in tqdm([n for n in names if n not in records], desc="mixtures", file=sys.stderr):
+    for name in cli.progress([n for n in names if n not in records], desc="mixtures"):
         mix, tc = mixture_setup(name, args, base)
         data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab),
                 key_ids_of(vocab, COPY_RECIPE.alphabet))

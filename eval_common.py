@@ -11,6 +11,7 @@ import csv
 import functools
 import io
 import json
+import math
 import resource
 import sys
 import tempfile
@@ -20,11 +21,13 @@ from typing import Optional
 
 from tqdm import tqdm
 
+import cli
 import pos_rope
 import row_names
 import schemes
 import tiny_lm
 import torch
+from cli import fail
 from tiny_lm import CheckpointError, CorpusError
 from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, order_of,
                       real_run_mismatch, run_dirs)
@@ -32,17 +35,12 @@ from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConf
 HERE = Path(__file__).resolve().parent
 
 
-def fail(msg: str, code: int = 2):
-    """One line on stderr (on its own line even under a progress bar), then exit."""
-    tqdm.write(f"error: {msg}", file=sys.stderr)
-    sys.exit(code)
-
-
 # ----------------------------------------------------------------------------- command line and folders
 
 def add_common_flags(p) -> None:
     """The flags every evaluation script shares."""
-    p.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass (memory knob)")
+    p.add_argument("--batch-tokens", type=cli.integer(at_least=1), default=16384,
+                   help="tokens per forward pass (memory knob)")
     p.add_argument("--corpus", default=None,
                    help=f"the corpus the checkpoints were trained on: a name ({', '.join(tiny_lm.CORPORA)}; default "
                         f"{tiny_lm.DEFAULT_NAME}; another name reads runs/main/NAME and writes results/NAME) or a UTF-8 file")
@@ -58,6 +56,18 @@ def add_common_flags(p) -> None:
                    help="evaluate nothing: rebuild this script's tables and figures in --results from its JSON files")
 
 
+def check_common(args) -> None:
+    """The flags of add_common_flags checked before any checkpoint is read: one line and exit 2 if
+    --quick and --preset are both given, or the corpus or the device is not usable."""
+    if args.quick and args.preset:
+        fail(f"--quick and --preset {args.preset} both choose the checkpoints; use one of them")
+    try:
+        tiny_lm.corpus_path(args.corpus)
+        tiny_lm.pick_device(args.device)
+    except (ValueError, CorpusError) as e:
+        fail(str(e))
+
+
 def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
@@ -70,6 +80,7 @@ def eval_dirs(args) -> tuple:
     results = Path(args.results) if args.results else (ckpt_dir / "results" if small else results_default)
     make = "python train_compare.py" + (" --quick" if args.quick else f" --preset {args.preset}" if args.preset else "")
     make += f" --corpus {args.corpus}" if getattr(args, "corpus", None) else ""
+    make += f" --out {ckpt_dir}" if getattr(args, "ckpt_dir", None) else ""  # the user's folder, as given
     make += "".join(f" --scheme-file {p}" for p in dict.fromkeys(f["path"] for f in schemes.FILES.values()))
     return ckpt_dir, results, make
 
@@ -186,7 +197,7 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
         try:  # a scheme with options, a copy twin or fine-tune of a --scheme-file scheme
             bad = admit(names)
         except ValueError as e:
-            fail(str(e))
+            fail(f"--variants {variants}: {e}")
         if bad:
             fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)} and the families "
                  f"{','.join(FAMILIES)}")
@@ -201,7 +212,7 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
     missing = [n for n in required if not (ckpt_dir / f"{n}.pt").exists()]
     if missing:
         fail(f"no checkpoint for {','.join(missing)} in {ckpt_dir}/; run `{make}"
-             f"{' --variants ' + ','.join(missing) if variants else ''}` first", code=1)
+             f"{' --variants ' + ','.join(missing) if variants else ''}` first")
     if not names:
         fail(f"no checkpoints in {ckpt_dir}/; run `{make}` first")
     return names
@@ -350,19 +361,20 @@ def split_scaling(name: str) -> tuple:
     if base not in SCALINGS:
         raise ValueError(f"unknown scaling {base!r}")
     fixed = float(fixed) if fixed else None
-    if fixed is not None and fixed < 1:
-        raise ValueError(f"the factor after @ in {name!r} must be at least 1")
+    if fixed is not None and not (math.isfinite(fixed) and fixed >= 1):  # NaN and inf too
+        raise ValueError(f"the factor after @ in {name!r} must be a finite number of at least 1")
     return SCALINGS[base][0], SCALINGS[base][1], fixed
 
 
-def check_scalings(text: str) -> list:
-    """A --scalings list; exits with one line on an unknown name or a bad @factor."""
+def check_scalings(text: str, flag: str = "--scalings") -> list:
+    """A list of scalings given as `flag`; exits with one line on an unknown name or a bad @factor."""
     scalings = [s for s in text.split(",") if s]
     for s in scalings:
         try:
             split_scaling(s)
         except ValueError as e:
-            fail(f"{e}; known: {','.join(SCALINGS)}, each also as <name>@<factor> for a fixed factor")
+            fail(f"{flag} {text}: {e}; known: {','.join(SCALINGS)}, each also as <name>@<factor> for a fixed "
+                 f"factor of at least 1")
     return scalings
 
 
@@ -432,8 +444,15 @@ def read_logs(results: Path) -> dict:
 
 
 def read_json(path: Path) -> dict:
-    """A results JSON file, or {} if there is none yet."""
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    """A results JSON file, or {} if there is none yet; one line and exit 2 if it is not JSON (rows are
+    merged into it: a run must not score for minutes and then fail to read it)."""
+    if not Path(path).exists():
+        return {}
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        fail(f"{path} is not a JSON results file ({str(e).splitlines()[0]}); move it aside, or write to another "
+             f"folder")
 
 
 def json_to_redraw(path: Path, command: str) -> dict:
@@ -441,6 +460,26 @@ def json_to_redraw(path: Path, command: str) -> dict:
     if not Path(path).exists():
         fail(f"no {path} to redraw from; run `{command}` first")
     return read_json(Path(path))
+
+
+def check_redraw(paths, command: str) -> None:
+    """Before a --redraw draws anything: each of these results files that exists must be a JSON object
+    with finite numbers only; one line and exit 2 for a corrupt one or one holding NaN or Infinity (a
+    table or figure drawn from it would be wrong without a word). Whether one must exist is the
+    redraw's to say (json_to_redraw)."""
+    def no_constant(name):
+        raise ValueError(f"it holds {name}, not a finite number")
+    for path in map(Path, paths):
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=no_constant)
+        except (ValueError, OSError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            fail(f"--redraw: {path} is not a results file to redraw from ({str(e).splitlines()[0]}); "
+                 f"run `{command}` to write it again")
+        if not isinstance(data, dict):
+            fail(f"--redraw: {path} holds a {type(data).__name__}, not a results file's object; run `{command}` "
+                 f"to write it again")
 
 
 def merge_rows(old: list, new: list, key=lambda r: r["variant"]) -> list:

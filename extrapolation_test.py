@@ -51,13 +51,14 @@ import sys
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+import cli
 import row_names
 import schemes
 import streaming
 import tiny_lm
-from eval_common import (SCALINGS, add_common_flags, check_scalings, check_writable, checked_results, code_lines,
+from eval_common import (SCALINGS, add_common_flags, check_common, check_redraw, check_scalings, check_writable,
+                         checked_results, code_lines,
                          csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
                          provenance_from, provenance_key, read_json,
@@ -85,7 +86,7 @@ def clamp_learned_rows(model, L_train: int) -> None:
 
 def parse_args(argv=None):
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
@@ -127,9 +128,9 @@ def settings(args) -> dict:
     default = "64,128,256,512" if args.quick else "256,512,1024,2048,4096"
     lengths = sorted(set(int_list(default if args.lengths is None else args.lengths, "--lengths", increasing=False)))
     if lengths[0] < 2:
-        fail(f"every length must be at least 2, got {lengths[0]}")
+        fail(f"--lengths: every length must be at least 2, got {lengths[0]}")
     if any(lengths[-1] % L for L in lengths):
-        fail(f"every length must divide the longest ({lengths[-1]}) so that each length scores the same "
+        fail(f"--lengths: every length must divide the longest ({lengths[-1]}) so that each length scores the same "
              f"characters; got {','.join(map(str, lengths))}")
     tokens = args.tokens if args.tokens is not None else (4096 if args.quick else preview.get("tokens", 65536))
     if tokens < 1:
@@ -139,6 +140,10 @@ def settings(args) -> dict:
     decode_windows = args.decode_windows if args.decode_windows is not None else (1 if args.quick else 2)
     if decode_len < 0 or decode_windows < 1:
         fail(f"--decode-len must be >= 0 and --decode-windows >= 1, got {decode_len} and {decode_windows}")
+    missing = [d for d in (args.seed_dirs or "").split(",") if d and not Path(d).is_dir()]
+    if missing:
+        fail(f"--seed-dirs {args.seed_dirs}: no folder {', '.join(missing)}; name folders of other seeds' "
+             f"checkpoints, or '' for none")
     return {"lengths": lengths, "span": math.ceil(tokens / lengths[-1]) * lengths[-1], "scalings": scalings,
             "decode_len": decode_len, "decode_windows": decode_windows}
 
@@ -223,8 +228,10 @@ def score_row(job, data, s, args, make):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    check_common(args)
     ckpt_dir, results, make = eval_dirs(args)
     if args.redraw:
+        check_redraw([results / "extrapolation.json"], cli.command("extrapolation_test.py", argv))
         check_writable(results, "--results")
         return redraw(results)
     s = settings(args)
@@ -243,7 +250,7 @@ def main(argv=None) -> int:
              f"{old['meta']['scored_tokens_per_length']} characters; use the same --lengths and --tokens to add "
              f"rows to it, or another --results")
     rows, curves, decode = [], {}, None
-    for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
+    for job in cli.progress(jobs, desc="checkpoints"):
         row, curves[job[0]], dec = score_row(job, (device, val_ids, vocab, fingerprint, blocks), s, args, make)
         rows.append(row)
         decode = dec or decode

@@ -52,16 +52,16 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+import cli
 import row_names
 import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
-from eval_common import (add_common_flags, check_scalings, check_writable, checked_results, csv_text, eval_dirs, fail,
-                         find_checkpoints, int_list, is_repo_results, length_setter, load_checked, load_eval_data,
-                         merge_rows, merged_provenance, peak_rss_gib, provenance_key, provenance_of, read_json,
-                         train_len_of)
+from eval_common import (add_common_flags, check_common, check_redraw, check_scalings, check_writable, checked_results,
+                         csv_text, eval_dirs, fail, find_checkpoints, int_list, is_repo_results, length_setter,
+                         load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib, provenance_key,
+                         provenance_of, read_json, train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
 from tables import sync_glance, sync_settings, sync_table
 from variants import FINETUNES, VARIANTS, is_copy, order_of, scaled
@@ -79,7 +79,7 @@ FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma
 
 def parse_args(argv=None):
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     p.add_argument("--ckpt-dir", default=None, help="checkpoints from train_compare.py (default runs/main; "
                                                     "runs/quick with --quick, runs/preview with --preset preview)")
@@ -125,7 +125,7 @@ def parse_args(argv=None):
                         "--scalings make as c grows ('' for none)")
     p.add_argument("--retrieval-scalings", default="linear,ntk,yarn,llama3,longrope",
                    help="training-free scalings applied to rope_copy for retrieval, one row each")
-    p.add_argument("--seed", type=int, default=0, help="seed for keys, windows and the bootstrap")
+    p.add_argument("--seed", type=cli.SEED, default=0, help="seed for keys, windows and the bootstrap")
     add_common_flags(p)
     return p.parse_args(argv)
 
@@ -144,11 +144,12 @@ def settings(args) -> dict:
          "trials": given(args.trials, 4 if q else 32), "copy_trials": given(args.copy_trials, 8 if q else 128),
          "K": args.key_len, "alphabet": KEY_ALPHABETS[args.key_alphabet],
          "short": args.short if args.short is not None else (16 if q else 192),
-         "scalings": check_scalings(args.scalings), "fixed_scalings": check_scalings(args.fixed_scalings),
-         "retrieval_scalings": check_scalings(args.retrieval_scalings),
-         "format_distances": int_list(args.format_distances or ("24,48,96" if q else "32,128,200,512,1024"),
+         "scalings": check_scalings(args.scalings), "fixed_scalings": check_scalings(args.fixed_scalings,
+                                                                                    "--fixed-scalings"),
+         "retrieval_scalings": check_scalings(args.retrieval_scalings, "--retrieval-scalings"),
+         "format_distances": int_list(given(args.format_distances, "24,48,96" if q else "32,128,200,512,1024"),
                                       "--format-distances"),
-         "format_trials": args.format_trials or (8 if q else 128)}
+         "format_trials": given(args.format_trials, 8 if q else 128)}
     if s["short"] not in s["contexts"][:-1]:
         fail(f"--short must be one of the --contexts below the longest, got {s['short']} (contexts {s['contexts']})")
     if min(s["T"], s["spans"], s["trials"], s["copy_trials"]) < 1 or s["K"] < 2:
@@ -259,12 +260,14 @@ def lap(out: dict, measure: str, t0: float) -> float:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    check_common(args)
     ckpt_dir, results, make = eval_dirs(args)
     if args.redraw:
+        check_redraw([results / f"{n}.json" for n in MEASURE_OF], cli.command("long_context_test.py", argv))
         check_writable(results, "--results")
         return redraw(results)
+    s = settings(args)  # every flag checked before any checkpoint is read
     names = find_checkpoints(ckpt_dir, args.variants, make)
-    s = settings(args)
     jobs = make_jobs(names, s, args.only)
     if not jobs:
         fail(f"nothing to measure: --only {args.only} has no row among {','.join(names)} (formats: "
@@ -284,19 +287,22 @@ def main(argv=None) -> int:
     data = (device, val_ids, vocab, fingerprint, key_ids, longest)
     used = [ckpt_dir / f"{j[1]}.pt" for j in jobs]  # every checkpoint checked before any is scored;
     results = checked_results(args, results, used, ckpt_dir, make, vocab, fingerprint, longest)  # real runs only
-    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
-           "seconds": {}, "provenance": {}}
-    t0, row_seconds = time.perf_counter(), {}
-    for job in tqdm(jobs, desc="checkpoints", file=sys.stderr):
-        t_row = time.perf_counter()
-        measure_row(job, data, s, args, make, out)
-        row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
     meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
             "key_len": K, "key_alphabet": s["alphabet"], "trials": s["trials"], "copy_trials": s["copy_trials"],
             "far_from": FAR_FROM, "seed": args.seed, "checkpoints": str(ckpt_dir),
             "format_distances": fd, "format_trials": s["format_trials"], "key_at": KEY_AT, "repeat_at": list(REPEAT_AT),
-            "formats": {f: FORMATS[f].what for f in FORMATS},
-            "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
+            "formats": {f: FORMATS[f].what for f in FORMATS}}  # the settings; what the run took is added after it
+    for name, key in MEASURE_OF.items():  # the results files this run will add rows to: the same settings
+        if any(key in j[3] for j in jobs):
+            check_same(results, name, meta)
+    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
+           "seconds": {}, "provenance": {}}
+    t0, row_seconds = time.perf_counter(), {}
+    for job in cli.progress(jobs, desc="checkpoints"):
+        t_row = time.perf_counter()
+        measure_row(job, data, s, args, make, out)
+        row_seconds[job[0]] = round(time.perf_counter() - t_row, 1)
+    meta = {**meta, "seconds": round(time.perf_counter() - t0, 1), "row_seconds": row_seconds,
             "peak_rss_gib": round(peak_rss_gib(), 3), "train_len": min(out["train_lens"]), "torch": torch.__version__}
     written = save(results, meta, out)
     print(headline(out, meta))
@@ -316,6 +322,16 @@ MEASURE_OF = {"context_use": "context", "retrieval": "retrieval", "retrieval_for
 FIGURES = ("context_use", "retrieval")  # the files with a figure (plots.<name>)
 
 
+def check_same(results: Path, name: str, meta: dict) -> None:
+    """Exit with one line if results/<name>.json holds rows made with other SAME settings than meta's
+    (checked before anything is measured, and again when the rows are merged)."""
+    old = read_json(results / f"{name}.json")
+    changed = [k for k in SAME[name] if old and old["meta"].get(k) != meta[k]]
+    if changed:
+        fail(f"{results}/{name}.json was made with other {', '.join(changed)}; use the same settings to add "
+             f"rows to it, or another --results")
+
+
 def save(results: Path, meta: dict, out: dict) -> list:
     """Merge this run's rows into results/context_use.json, retrieval.json and
     retrieval_formats.json (rows of other checkpoints stay; meta["runs"] records each run that
@@ -326,14 +342,11 @@ def save(results: Path, meta: dict, out: dict) -> list:
         rows, per_span = out[key], (out["per_span"] if key == "context" else None)
         if not rows:
             continue
+        check_same(results, name, meta)
         old = read_json(results / f"{name}.json")
         m = dict(meta)
         runs = [run_record(meta, out, key, rows)]
         if old:
-            changed = [k for k in SAME[name] if old["meta"].get(k) != meta[k]]
-            if changed:
-                fail(f"{results}/{name}.json was made with other {', '.join(changed)}; use the same settings to add "
-                     f"rows to it, or another --results")
             runs = merge_runs(old, rows) + runs
             rows = merge_rows(old["rows"], rows)
             m["row_seconds"] = {**old["meta"].get("row_seconds", {}), **meta["row_seconds"]}

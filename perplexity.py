@@ -6,13 +6,11 @@ extrapolation_test.py reports both; recipe_ablation.py scores its models with ev
 same characters. Per-position loss has one owner, tiny_lm.token_losses; the blocks to score come
 from eval_common.spread_blocks.
 """
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
-
+import cli
 import tiny_lm
 
 
@@ -29,7 +27,7 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
         seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
         return tiny_lm.token_losses(model, seqs, max(1, batch_tokens // L))
 
-    for L in tqdm(lengths, desc=desc, leave=False, file=sys.stderr):
+    for L in cli.progress(lengths, desc=desc, leave=False):
         if set_length:
             set_length(L)
         per_pos = per_position(L)

@@ -53,12 +53,13 @@ from pathlib import Path
 
 import torch
 
+import cli
 import row_names
 import schemes
 import tables
 import tiny_lm
-from eval_common import (UNKNOWN, check_writable, csv_text, fail, git_commit, is_repo_results, json_to_redraw,
-                         provenance_of, read_json, spread_blocks)
+from eval_common import (UNKNOWN, check_redraw, check_writable, csv_text, fail, git_commit, is_repo_results,
+                         json_to_redraw, provenance_of, read_json, spread_blocks)
 from perplexity import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
 from training import train
@@ -93,14 +94,15 @@ KNOBS = {
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--knobs", default=",".join(KNOBS), help=f"comma-separated knobs (known: {','.join(KNOBS)})")
     p.add_argument("--schemes", default="rope,alibi", help=f"comma-separated schemes (known: {','.join(tiny_lm.SCHEMES)})")
-    p.add_argument("--seed", type=int, default=0, help="seed for initialisation and batch order, the same for every "
-                                                       "model of the run; rows of each seed are kept apart")
+    p.add_argument("--seed", type=cli.SEED, default=0, help="seed for initialisation and batch order, the same for "
+                                                            "every model of the run; rows of each seed are kept apart")
     p.add_argument("--lengths", default=None, help="evaluation lengths, the first is the training length's "
                                                    "column (default 256,4096; 64,256 with --quick)")
-    p.add_argument("--tokens", type=int, default=65536, help="validation characters scored at every length")
+    p.add_argument("--tokens", type=int, default=None, help="validation characters scored at every length (default "
+                                                            "65536; 4096 with --quick)")
     p.add_argument("--corpus", default=None, help="UTF-8 text file (default: the Shakespeare corpus)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), or a torch device name")
     p.add_argument("--out", default=None, help="checkpoint folder (default runs/recipe, runs/quick/recipe with --quick)")
@@ -108,9 +110,10 @@ def parse_args(argv=None):
                    help="where the CSV and markdown go (default results/, or <out>/results with --quick or any "
                         "other lengths or --tokens than the defaults: results/ holds only the real ablation, so "
                         "an explicit --results results is then refused)")
-    p.add_argument("--main-dir", default="runs/main", help="train_compare.py's checkpoints: the baseline reuses "
-                                                           "one whose model and training settings match ('' to retrain)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default); results are "
+    p.add_argument("--main-dir", default=None, help="train_compare.py's checkpoints: the baseline reuses one whose "
+                                                    "model and training settings match (default runs/main, runs/quick "
+                                                    "with --quick; '' to retrain)")
+    p.add_argument("--threads", type=cli.THREADS, default=0, help="torch CPU threads (0: torch's default); results are "
                                                          "bit-identical only at the same thread count")
     p.add_argument("--quick", action="store_true", help="smoke run: the tiny QUICK_MODEL and QUICK_TRAIN of "
                                                         "train_compare.py, 4,096 tokens scored")
@@ -129,13 +132,16 @@ def knob_settings(knob: str, scheme: str, args, vocab_size: int) -> tuple:
 
 
 def known_scheme(name: str) -> bool:
-    """A registered scheme, or one with options it has (t5{scale=5.657})."""
+    """A registered scheme, or one with options it has (t5{scale=5.657}); ValueError (one line) for a
+    registered scheme given options it does not have, or values it cannot take (NaN, inf, another type)."""
     try:
         pos, options = row_names.scheme_options(name)
-        schemes.options_of(pos, options)
-    except (ValueError, KeyError):
+    except ValueError:
         return False
-    return pos in tiny_lm.SCHEMES
+    if pos not in tiny_lm.SCHEMES:
+        return False
+    schemes.options_of(pos, options)
+    return True
 
 
 def checkpoint_path(out: Path, knob: str, scheme: str, seed: int) -> Path:
@@ -143,7 +149,7 @@ def checkpoint_path(out: Path, knob: str, scheme: str, seed: int) -> Path:
     return out / knob / f"{scheme}{f'_seed{seed}' if seed else ''}.pt"
 
 
-def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
+def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = "python recipe_ablation.py") -> None:
     """Every checkpoint in --out this run would reuse, loaded and compared with its settings before
     anything is trained: CheckpointError (one line) for an unreadable one or one from other settings."""
     for knob in knobs:
@@ -152,12 +158,13 @@ def check_reused(knobs, schemes, args, vocab_size: int, out: Path) -> None:
             if not path.exists():
                 continue
             kw, tc = knob_settings(knob, scheme, args, vocab_size)
-            ck = tiny_lm.load_checkpoint(path, make_with="python recipe_ablation.py")[1]
+            ck = tiny_lm.load_checkpoint(path, make_with=rerun)[1]
             if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
                 raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
 
 
-def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_sha256=UNKNOWN):
+def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_sha256=UNKNOWN,
+            rerun="python recipe_ablation.py"):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
     path = checkpoint_path(out, knob, scheme, args.seed)
     kw, tc = knob_settings(knob, scheme, args, len(vocab))
@@ -166,7 +173,7 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
     for p in [path] + ([main_path] if knob == "baseline" and args.main_dir and main_path.exists() else []):
         if not p.exists():
             continue
-        model, ck = tiny_lm.load_checkpoint(p, device, make_with="python recipe_ablation.py")
+        model, ck = tiny_lm.load_checkpoint(p, device, make_with=rerun)
         if ck["extra"].get("train_config") == asdict(tc) and ck["config"] == asdict(GPTConfig(**kw)):
             print(f"{knob}/{scheme}: reusing {p}")
             return model, ck
@@ -184,24 +191,28 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
 
 
 def check(args):
-    """(knobs, schemes, lengths, tokens) from the arguments, or one line on stderr and None."""
+    """(knobs, schemes, lengths, tokens) from the arguments; one line on stderr and exit 2 for a bad one."""
     knobs, schemes = args.knobs.split(","), args.schemes.split(",")
-    bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if not known_scheme(s)]
+    try:
+        bad = [k for k in knobs if k not in KNOBS] + [s for s in schemes if not known_scheme(s)]
+    except ValueError as e:  # a scheme's options
+        fail(f"--schemes {args.schemes}: {e}")
     if bad:
-        print(f"error: unknown knob or scheme {','.join(bad)}; knobs: {','.join(KNOBS)}; "
-              f"schemes: {','.join(tiny_lm.SCHEMES)}", file=sys.stderr)
-        return None
+        fail(f"unknown knob or scheme {','.join(bad)}; knobs: {','.join(KNOBS)}; schemes: {','.join(tiny_lm.SCHEMES)}")
     try:
         default = "64,256" if args.quick else "256,4096"
         lengths = [int(x) for x in (default if args.lengths is None else args.lengths).split(",")]
     except ValueError:
-        print(f"error: --lengths must be comma-separated integers, got {args.lengths!r}", file=sys.stderr)
-        return None
-    tokens = 4096 if args.quick else args.tokens
+        fail(f"--lengths must be comma-separated integers, got {args.lengths!r}")
+    tokens = args.tokens if args.tokens is not None else (4096 if args.quick else 65536)  # an explicit one is used
+    if tokens < 1:
+        fail(f"--tokens must be positive, got {tokens}")
     if min(lengths) < 1 or tokens < max(lengths) or any(max(lengths) % L for L in lengths):
-        print(f"error: lengths must be positive and divide the longest, and --tokens ({tokens}) must be at least "
-              f"the longest length", file=sys.stderr)
-        return None
+        fail(f"--lengths {','.join(map(str, lengths))}: lengths must be positive and divide the longest, and "
+             f"--tokens ({tokens}) must be at least the longest length")
+    if args.main_dir and not Path(args.main_dir).is_dir():
+        fail(f"--main-dir {args.main_dir} is not a folder; name train_compare.py's checkpoint folder, or '' to "
+             f"train the baseline here")
     return knobs, schemes, sorted(lengths), tokens
 
 
@@ -234,33 +245,32 @@ def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) ->
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    rerun = cli.command("recipe_ablation.py", argv, drop=())  # the user's own command, for the hints
     git_commit()  # the code this process runs, read now: the checkpoints' provenance names it
     runs, results_dir = run_dirs(quick=args.quick)
-    if args.quick and args.main_dir == "runs/main":
-        args.main_dir = str(runs)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
     out = Path(args.out or (runs / "recipe" if args.quick else "runs/recipe"))
     results = Path(args.results) if args.results else (out / "results" if args.quick else results_dir)
     if args.redraw:
+        check_redraw([results / "recipe_ablation.json"], cli.command("recipe_ablation.py", argv))
         check_writable(results, "--results")
         return redraw(results)
-    checked = check(args)
-    if checked is None:
-        return 2
-    knobs, schemes, lengths, tokens = checked
-    results = output_folder(args, results, out, lengths, tokens)
+    knobs, schemes, lengths, tokens = check(args)
+    if args.main_dir is None:  # not given: train_compare.py's folder of this mode, if it has a run yet
+        args.main_dir = str(runs)
     try:
         device = tiny_lm.pick_device(args.device)
         train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=tokens + 1)
     except (ValueError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    results = output_folder(args, results, out, lengths, tokens)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     tok = tiny_lm.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
     try:
-        check_reused(knobs, schemes, args, len(vocab), out)
+        check_reused(knobs, schemes, args, len(vocab), out, rerun)
     except CheckpointError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -269,7 +279,7 @@ def main(argv=None) -> int:
         for scheme in schemes:
             try:
                 model, ck = run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device,
-                                    hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest())
+                                    hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest(), rerun)
             except CheckpointError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
@@ -322,9 +332,8 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
     old = read_json(results / "recipe_ablation.json")
     if old:
         if (old["meta"]["lengths"], old["meta"]["tokens"]) != (meta["lengths"], meta["tokens"]):
-            print(f"error: {results}/recipe_ablation.json was scored at lengths {old['meta']['lengths']} on "
-                  f"{old['meta']['tokens']} characters; use the same settings or another --results", file=sys.stderr)
-            sys.exit(2)
+            fail(f"{results}/recipe_ablation.json was scored at lengths {old['meta']['lengths']} on "
+                 f"{old['meta']['tokens']} characters; use the same settings or another --results")
         fresh = {row_key(r) for r in rows}
         kept = [r for r in old["rows"] if row_key(r) not in fresh]
         gone = [r for r in kept if is_stale(r)]

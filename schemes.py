@@ -66,6 +66,7 @@ Importing a module that calls register() adds its scheme everywhere: GPTConfig, 
 """
 import hashlib
 import importlib.util
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
@@ -225,8 +226,9 @@ def load_argv(argv) -> None:
 
 
 def options_of(name: str, given: dict = None) -> dict:
-    """The scheme's options with the given values over its defaults; an unknown option or a value of
-    another type than its default raises ValueError with one line."""
+    """The scheme's options with the given values over its defaults; an unknown option, a value of
+    another type than its default, or NaN or inf for a number raises ValueError with one line. Every
+    name with options in braces (kerple{p=2}) is checked here, whichever script reads it."""
     entry, given = get(name), dict(given or {})
     unknown = sorted(set(given) - set(entry.options))
     if unknown:
@@ -239,6 +241,9 @@ def options_of(name: str, given: dict = None) -> dict:
                                                                                      type(v) is int)
         if not ok:
             raise ValueError(f"option {o} of scheme {name!r} is a {want.__name__}, got {v!r}")
+        if want is float and not math.isfinite(v):
+            raise ValueError(f"option {o} of scheme {name!r} must be a finite number, got {v!r}; e.g. "
+                             f"{name}{{{o}={entry.options[o]!r}}}, its default")
         out[o] = float(v) if want is float else v
     return out
 

@@ -754,7 +754,7 @@ def corpus_path(corpus) -> Path:
         if path.is_dir():
             raise CorpusError(f"corpus {path} is a folder; pass a UTF-8 text file or a corpus name ({names})")
         if not path.is_file():
-            raise CorpusError(f"corpus {path} is neither a file nor a corpus name; pass a UTF-8 text file "
+            raise CorpusError(f"corpus {path} does not exist: neither a file nor a corpus name; pass a UTF-8 text file "
                               f"or one of {names}")
         return path
     path = DATA_DIR / CORPORA[name]["file"]

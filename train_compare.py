@@ -32,13 +32,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+import cli
 import copy_mixture
 import long_context
 import schemes
 import tiny_lm
-from eval_common import (LOG_KEYS, check_writable, corpus_mismatch, csv_text, provenance_of, read_json, read_logs,
-                         git_commit, results_for_checkpoints, training_provenance)
-from tiny_lm import CheckpointError, CorpusError, GPTConfig
+from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
+                         read_json, read_logs, results_for_checkpoints, training_provenance)
+from tiny_lm import CheckpointError, GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
 from training import copy_batches, train
@@ -79,7 +80,7 @@ def resolved(args, names=()) -> dict:
 
 def parse_args(argv=None):
     schemes.load_argv(argv)  # --scheme-file first: its scheme is a name like the others
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     schemes.file_flag(p)
     gpu, pv = PRESETS["gpu"], PRESETS["preview"]
     gm, gt = gpu["model"], gpu["train"]
@@ -107,7 +108,7 @@ def parse_args(argv=None):
     p.add_argument("--n-head", type=int, default=None, help=f"attention heads (default {GPTConfig.n_head})")
     p.add_argument("--n-embd", type=int, default=None,
                    help=f"model width C, head dim = C / heads (default {GPTConfig.n_embd})")
-    p.add_argument("--seed", type=int, default=0, help="seed for initialisation and for the batch order")
+    p.add_argument("--seed", type=cli.SEED, default=0, help="seed for initialisation and for the batch order")
     p.add_argument("--corpus", default=None,
                    help=f"the corpus to train on: a name ({', '.join(tiny_lm.CORPORA)}; default {tiny_lm.DEFAULT_NAME}), "
                         f"built offline into data/ on first use and checked against its recorded SHA-256 (data/README.md), "
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
     try:  # names the grammar builds from a registered scheme: options, copy twins, fine-tunes
         unknown = admit(names)
     except ValueError as e:
-        return error(str(e))
+        return error(f"--variants {args.variants or ','.join(names)}: {e}")
     if unknown:
         return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(ALL_NAMES)}"
                      f" and the families {','.join(FAMILIES)}")
@@ -211,22 +212,25 @@ def main(argv=None) -> int:
     if msg:
         return error(msg)
     settings = resolved(args, names)
+    settings["rerun"] = continue_command(argv, names, names[0])  # the user's own command, for the hints
     if args.redraw:
+        check_redraw([settings["results"] / "train_log.json"], cli.command("train_compare.py", argv))
         check_writable(settings["results"], "--results")
         try:
             return redraw(settings["results"], say)
         except (OSError, ValueError, KeyError) as e:
             return error(f"cannot redraw from {settings['results']}/train_log.json ({e}); run the training first")
-    msg = prepare_outputs(args, names, settings, say_err=print if rank == 0 else (lambda *a, **k: None))
-    if msg:
-        return error(msg)
-    try:
+    try:  # the device and the corpus, before any note or checkpoint is read
         device = tiny_lm.pick_device(args.device)
         if world > 1 and device.type == "cuda":
             device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
-    except ValueError as e:
+        corpus = tiny_lm.load_corpus(args.corpus, min_val_chars=2000)
+    except ValueError as e:  # CorpusError is a ValueError
         return error(str(e))
+    msg = prepare_outputs(args, names, settings, say_err=print if rank == 0 else (lambda *a, **k: None))
+    if msg:
+        return error(msg)
     if settings["amp"] == "bf16" and device.type not in ("cuda", "cpu"):
         return error(f"--amp bf16 needs a CUDA or CPU device, not {device.type}; use --amp off")
     if settings["amp"] == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
@@ -234,7 +238,7 @@ def main(argv=None) -> int:
     if world > 1:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
-        return run_variants(args, argv, names, settings, device, say, error)
+        return run_variants(args, argv, names, settings, device, corpus, say, error)
     except KeyboardInterrupt:  # a signal outside a training loop (or a second one inside it)
         if rank == 0:
             print("\ninterrupted", file=sys.stderr)
@@ -252,11 +256,12 @@ def planned_checkpoints(args, names, settings) -> dict:
     model_kw = {"n_layer": GPTConfig.n_layer, "n_head": GPTConfig.n_head, "n_embd": GPTConfig.n_embd,
                 **settings["model"]}  # vocab_size: the corpus's, not needed to compare runs
     retrain = {n for n in names if args.force or not (out / f"{n}.pt").exists()}
+    rerun = settings.get("rerun", "python train_compare.py")  # what a message suggests: the user's command (main)
     cks = {}
     for name in (n for n in ALL_NAMES if n not in retrain and (out / f"{n}.pt").exists()):
-        ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=f"python train_compare.py --variants {name}")[1]
+        ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=rerun)[1]
         if not all(k in ck.get("losses", {}) for k in LOG_KEYS):
-            raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun train_compare.py")
+            raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun `{rerun}`")
         cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
     for name in (n for n in names if n in retrain):
         if name in VARIANTS:
@@ -267,7 +272,7 @@ def planned_checkpoints(args, names, settings) -> dict:
             if parent not in cks and not parent.exists():
                 raise CheckpointError(f"{name} continues {parent.name}, which is not in {out}/; train "
                                       f"{parent.stem} first (put it before {name} in --variants)")
-            pk = cks.get(parent) or tiny_lm.load_checkpoint(parent)[1]
+            pk = cks.get(parent) or tiny_lm.load_checkpoint(parent, make_with=rerun)[1]
             if not isinstance(pk.get("extra", {}).get("train_config"), dict):
                 raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
             cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
@@ -293,17 +298,16 @@ def prepare_outputs(args, names, settings, say_err) -> str:
         say_err(note, file=sys.stderr)
     check_writable(settings["out"], "--out")
     check_writable(results, "--results")
+    read_json(results / "train_log.json")  # the curves this run's are merged into: readable, or one line now
     settings["results"] = results
     return None
 
 
-def run_variants(args, argv, names, settings, device, say, error) -> int:
-    """main()'s loop over the variants, once the arguments, the device and the processes are set up."""
+def run_variants(args, argv, names, settings, device, corpus, say, error) -> int:
+    """main()'s loop over the variants, once the arguments, the device, the corpus (train text, validation
+    text, vocabulary) and the processes are set up."""
     out, results = settings["out"], settings["results"]
-    try:
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=2000)
-    except CorpusError as e:
-        return error(str(e))
+    train_text, val_text, vocab = corpus
     tok = tiny_lm.CharTokenizer(vocab)
     data = (tok.encode(train_text), tok.encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text),
             hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest())
@@ -340,7 +344,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
                 "n_embd": GPTConfig.n_embd, **settings["model"]}
     try:
         base_tc = settings["copy_train" if name in COPY_OF else "train"]
-        model, tc, parent_step = build_variant(name, model_kw, base_tc, args.seed, out)
+        model, tc, parent_step = build_variant(name, model_kw, base_tc, args.seed, out, settings.get("rerun"))
         batches = copy_batches(name, tc, train_ids, vocab)
         probe = None if batches is None else long_context.passkey_probe(
             val_ids, copy_mixture.key_ids_of(vocab, copy_mixture.COPY_RECIPE.alphabet), min(200, tc.seq_len // 2))

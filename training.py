@@ -9,14 +9,12 @@ learning-rate schedule, the optimizer) is variants.py's.
 """
 import contextlib
 import signal
-import sys
 import time
 from dataclasses import replace
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
-
+import cli
 import copy_mixture
 import tiny_lm
 from tiny_lm import CorpusError, TinyLM
@@ -90,8 +88,8 @@ def train(model: TinyLM, train_ids, val_ids, tc: TrainConfig, desc: str = "train
     fwd = torch.compile(model) if run.compile else model
     if world > 1:
         fwd = torch.nn.parallel.DistributedDataParallel(fwd, device_ids=[device.index] if device.type == "cuda" else None)
-    bar = tqdm(range(start, tc.steps), desc=desc, unit="step", dynamic_ncols=True, file=sys.stderr,
-               initial=start, total=tc.steps, disable=rank != 0)
+    bar = cli.progress(range(start, tc.steps), desc=desc, unit="step", initial=start, total=tc.steps,
+                       disable=rank != 0)
     with StopRequest(run.state_path is not None, loud=rank == 0) as stop:
         for step in bar:
             loss_value, stopping, tokens = train_step(fwd, model, opt, batches(step, gen), lr_at(step, tc), tc,

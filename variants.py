@@ -361,15 +361,16 @@ def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
     return cfg, tc
 
 
-def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path):
+def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Path, make_with: str = None):
     """(model, TrainConfig, parent_step) for a variant name, ready to train. model_kw: the
-    GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig."""
+    GPTConfig fields of the run (vocab_size and sizes); tc: the base variants' TrainConfig; make_with: the
+    command a message about a bad parent checkpoint suggests (the user's own)."""
     if name in VARIANTS:  # GPTConfig.train_len: the length it trains at, for a scheme's build
         torch.manual_seed(seed)
         return TinyLM(variant_config(name, {"train_len": tc.seq_len, **model_kw})), tc, 0
     ft = FINETUNES[name]
     model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
-                                        make_with=f"python train_compare.py --variants {ft['parent']}")
+                                        make_with=make_with or f"python train_compare.py --variants {ft['parent']}")
     cfg, tc = finetune_setup(name, ck["config"], ck["extra"]["train_config"])
     if cfg["pos"] != ck["config"]["pos"]:  # the same weights in a model without the parent's positions
         dropped = TinyLM(GPTConfig(**cfg))

@@ -31,10 +31,12 @@ import torch.nn.functional as F  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+import cli  # noqa: E402
 import pos_rope  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
-from eval_common import check_writable, fail, is_repo_results, provenance_of, results_for_checkpoints  # noqa: E402
+from eval_common import (check_redraw, check_writable, fail, is_repo_results, provenance_of,  # noqa: E402
+                         results_for_checkpoints)
 from tiny_lm import GPTConfig  # noqa: E402
 from variants import TrainConfig, run_dirs  # noqa: E402
 
@@ -369,7 +371,7 @@ def draw_theta(out, data):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=None, help="comma-separated figure numbers to make (default: all; a figure "
                                                 "asked for here whose checkpoint is missing is an error, not skipped)")
     p.add_argument("--out", default=None,
@@ -384,13 +386,13 @@ def parse_args(argv=None):
     p.add_argument("--head-dim", type=int, default=GPTConfig.n_embd // GPTConfig.n_head,
                    help="head dim d for figures 1, 2 and 4 (default: the tiny LM's; rope_pairs also shows "
                         "{}'s d={}, L0={}, base {:g})".format(*LLAMA_SCALE))
-    p.add_argument("--theta", type=float, default=10000.0, help="RoPE base for figures 1-4")
+    p.add_argument("--theta", type=cli.finite(), default=10000.0, help="RoPE base for figures 1-4")
     p.add_argument("--positions", type=int, default=32, help="figure 1: positions 0..N drawn per pair")
     p.add_argument("--radius", type=int, default=128, help="figure 2: relative positions -R..R")
     p.add_argument("--train-len", type=int, default=TrainConfig.seq_len,
                    help="figure 4: training length (default: train_compare.py's; figures 5 and 6 read it "
                         "from the checkpoint)")
-    p.add_argument("--factor", type=float, default=16.0, help="scaling factor s: YaRN's in figures 4 and 5, "
+    p.add_argument("--factor", type=cli.finite(), default=16.0, help="scaling factor s: YaRN's in figures 4 and 5, "
                    "every scaling's in rope_pairs (figure 4)")
     p.add_argument("--ckpt", default=None, help="figure 5: RoPE checkpoint (default runs/main/rope.pt, "
                                                 "or runs/quick/rope.pt with --quick; given, it must exist)")
@@ -462,15 +464,16 @@ def main(argv=None) -> int:
     out = Path(args.out or results)
     ckpt, ckpt_dir = Path(args.ckpt or runs / "rope.pt"), Path(args.ckpt_dir or runs)
     make = "python train_compare.py" + (" --quick" if args.quick else "")
-    asked = {5: args.only is not None or args.ckpt is not None, 6: args.only is not None}
-    cks = {}
+    # a figure asked for by --only, or by naming its checkpoints, must be made: a missing checkpoint is an error
+    asked = {5: args.only is not None or args.ckpt is not None, 6: args.only is not None or args.ckpt_dir is not None}
+    cks, skipped = {}, []
     for n in sorted(only & {5, 6} if not args.redraw else ()):  # every checkpoint checked before any figure
         try:
             cks.update(figure_checkpoints(n, args, ckpt, ckpt_dir, make))
         except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
             if asked[n]:
                 fail(f"figure {n}: {e}")
-            print(f"skip figure {n}: {e}")
+            skipped.append(f"skip figure {n}: {e}")
             only.discard(n)
     try:
         out, note = results_for_checkpoints(out, args.out is not None, cks, flag="--out")
@@ -484,7 +487,12 @@ def main(argv=None) -> int:
         out, note = CUSTOM, f"note: {', '.join(changed)} set: writing to {CUSTOM}/ instead of results/"
     if note:
         print(note, file=sys.stderr)
+    if args.redraw:
+        check_redraw([out / "rope_attention.json", out / "rope_theta_attention.json"],
+                     cli.command("visualize_rope.py", argv))
     check_writable(out, "--out")
+    for line in skipped:  # said once nothing is refused
+        print(line)
     torch.manual_seed(0)
     if 1 in only:
         fig_rotation(out, args.head_dim, args.theta, args.positions)
