@@ -122,9 +122,9 @@ def _cell(v: tuple) -> str:
     return v[0] + (f" ({v[1]})" if v[1] else "")
 
 
-def settings_table(root: Path = HERE) -> str:
-    """docs/settings.md's table: one row per finding, one column per setting."""
-    got = verdicts(root)
+def settings_table(root: Path = HERE, got: dict = None) -> str:
+    """docs/settings.md's table: one row per finding, one column per setting (got: verdicts(root), if known)."""
+    got = got or verdicts(root)
     lines = ["| finding | " + " | ".join(label for label, _ in SETTINGS) + " |",
              "|---|" + "---|" * len(SETTINGS)]
     for fid, text, _, _ in FINDINGS:
@@ -136,10 +136,10 @@ def settings_table(root: Path = HERE) -> str:
 README_LINES = {"1": (("1", ""), ("1b", "RoPE before ALiBi")), "2": (("2", ""),), "4": (("4", ""),)}
 
 
-def where_line(fid: str, root: Path = HERE) -> str:
+def where_line(fid: str, root: Path = HERE, got: dict = None) -> str:
     """One line for the README under a finding (indented into its list item): the verdicts of its
-    rules, setting by setting; the numbers are docs/settings.md's."""
-    got = verdicts(root)
+    rules, setting by setting; the numbers are docs/settings.md's (got: verdicts(root), if known)."""
+    got = got or verdicts(root)
     cells = []
     for label, _ in SETTINGS:
         said = [got[rule][label][0] for rule, _ in README_LINES[fid]]
@@ -154,9 +154,10 @@ def sync(root: Path = HERE) -> None:
     """Write the table and the README's lines between their markers (tables.sync_table's rule)."""
     import tables
     results = Path(root) / "results"
-    tables.sync_table("settings", settings_table(root), results)
+    got = verdicts(root)
+    tables.sync_table("settings", settings_table(root, got), results)
     for fid in README_LINES:
-        tables.sync_table(f"where{fid}", where_line(fid, root), results)
+        tables.sync_table(f"where{fid}", where_line(fid, root, got), results)
     for name in ("extrapolation", "context_use"):  # the second corpus's own tables, as its scripts wrote them
         md = Path(root) / "results" / "sympy" / f"{name}.md"
         if md.exists():
