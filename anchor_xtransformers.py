@@ -55,7 +55,8 @@ import torch.nn.functional as F
 import cli
 import tables
 import tiny_lm
-from eval_common import check_redraw, check_writable, fail, read_json, spread_blocks, training_provenance
+from eval_common import (check_redraw, check_writable, corpus_mismatch, fail, is_repo_results, read_json, spread_blocks,
+                         training_provenance)
 from perplexity import evaluate
 from tiny_lm import CorpusError
 from training import train
@@ -186,8 +187,11 @@ def main(argv=None) -> int:
         fail("x-transformers is not installed; run `pip install -r requirements-test.txt` first")
     if args.quick and args.results and Path(args.results).resolve() == Path("results").resolve():
         fail("a --quick run never writes results/; leave --results out to write under runs/quick/anchor/results")
+    if corpus_mismatch(args.corpus) and args.results and is_repo_results(args.results):
+        fail(f"results/ holds the anchor on the default corpus only; leave --results out to write under "
+             f"runs/anchor/results, or pass another folder")
     out = Path(args.out or ("runs/quick/anchor" if args.quick else "runs/anchor"))
-    results = Path(args.results or (out / "results" if args.quick else "results"))
+    results = Path(args.results or (out / "results" if args.quick or corpus_mismatch(args.corpus) else "results"))
     sizes, tc, lengths, tokens = settings(args)
     old = read_json(results / "anchor_xtransformers.json")
     if old and (old["meta"]["lengths"], old["meta"]["tokens"]) != (lengths, tokens):

@@ -29,7 +29,7 @@ import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
-from eval_common import check_redraw, check_writable, custom_out, json_to_redraw
+from eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
 from training import train
 from variants import TrainConfig, run_dirs
 
@@ -402,6 +402,8 @@ def parse_args(argv=None) -> BreakConfig:
         cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if mine else cfg
     except ValueError as e:
         fail(str(e))
+    if corpus_mismatch(cfg.corpus) and is_repo_results(cfg.out):  # results/ holds the default corpus's runs only
+        fail(f"results/ holds the breakage run on the default corpus; pass --out FOLDER for --corpus {cfg.corpus}")
     bad = [s for s in cfg.wo_schemes if s not in tiny_lm.SCHEMES]
     if bad or not cfg.wo_schemes:
         fail(f"--wo-schemes: unknown scheme(s) {','.join(bad) or '(none given)'}; known: {','.join(tiny_lm.SCHEMES)}")

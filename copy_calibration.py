@@ -45,7 +45,7 @@ from tqdm import tqdm
 import cli
 import tiny_lm
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import (check_redraw, check_writable, csv_text, fail, is_repo_results, json_to_redraw, read_json,
+from eval_common import (check_redraw, check_writable, corpus_mismatch, csv_text, fail, is_repo_results, json_to_redraw, read_json,
                          spread_blocks)
 from long_context import retrieval
 from tables import sync_table
@@ -229,6 +229,7 @@ def real_run_changes(args, names, base: TrainConfig, mcfg: dict) -> list:
     mixture: the default rope model, the mixture's own schedule. [] if it is the real run."""
     real = argparse.Namespace(quick=False, steps=None)
     diff = [f"model={mcfg} (real run: {{'pos': 'rope'}})"] if mcfg != {"pos": "rope"} else []
+    diff += corpus_mismatch(args.corpus)  # results/ holds Shakespeare's calibration only
     for name in names:
         tc, real_tc = mixture_setup(name, args, base)[1], mixture_setup(name, real, TrainConfig())[1]
         diff += [f"{name} {k}={v} (real run: {getattr(real_tc, k)})" for k, v in asdict(tc).items()

@@ -58,7 +58,7 @@ import row_names
 import schemes
 import tables
 import tiny_lm
-from eval_common import (UNKNOWN, check_redraw, check_writable, csv_text, fail, git_commit, is_repo_results,
+from eval_common import (UNKNOWN, check_redraw, check_writable, corpus_mismatch, csv_text, fail, git_commit, is_repo_results,
                          json_to_redraw, provenance_of, read_json, spread_blocks)
 from perplexity import evaluate
 from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
@@ -227,6 +227,7 @@ def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) ->
     used = {"model": QUICK_MODEL if args.quick else {}, "train": QUICK_TRAIN if args.quick else {},
             "lengths": lengths, "tokens": tokens}
     diff = [f"{k}={used[k]} (real run: {REAL_RUN[k]})" for k in REAL_RUN if used[k] != REAL_RUN[k]]
+    diff += corpus_mismatch(args.corpus)  # results/ holds Shakespeare's ablation only
     if diff and is_repo_results(results):
         if args.results:
             fail(f"this run is not the real ablation ({'; '.join(diff)}), and results/ holds only real runs; pass "

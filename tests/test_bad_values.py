@@ -65,6 +65,18 @@ def the_eleven() -> list:
             ("recipe_ablation", ["--quick", "--tokens", "-1"], "--tokens")]
 
 
+def other_corpus_into_results() -> list:
+    """A run on another corpus than the default, pointed at the repository's results/ (it holds the
+    default corpus's real runs only; the second corpus's go to results/<name> by run_dirs' rule)."""
+    repo = str(ROOT / "results")
+    return [("breakage_test", ["--corpus", "sympy", "--out", repo], "--out FOLDER"),
+            ("recipe_ablation", ["--corpus", "sympy", "--schemes", "rope", "--results", repo], "corpus sympy"),
+            ("copy_calibration", ["--corpus", "sympy", "--results", repo], "corpus sympy"),
+            ("anchor_xtransformers", ["--corpus", "sympy", "--results", repo], "default corpus"),
+            ("train_compare", ["--corpus", "sympy", "--variants", "rope", "--results", repo], "corpus sympy"),
+            ("extrapolation_test", ["--corpus", "sympy", "--results", repo], "corpus sympy")]
+
+
 def per_flag() -> list:
     """One bad value of each kind for every flag of every script."""
     q = ["--quick"]
@@ -216,7 +228,7 @@ def no_work(monkeypatch):
             monkeypatch.setattr(mod, name, reached)
 
 
-@pytest.mark.parametrize("table", ["the_eleven", "per_flag", "scheme_options"])
+@pytest.mark.parametrize("table", ["the_eleven", "per_flag", "scheme_options", "other_corpus_into_results"])
 def test_every_bad_value_is_one_line_exit_2_before_any_work(table, tmp_path, monkeypatch, capsys, no_work):
     work = tmp_path / "work"
     work.mkdir()
