@@ -207,7 +207,7 @@ def check_text(fig) -> None:
     may touch each other: its legend sits inside it by design."""
     import numpy as np
     from matplotlib.text import Text
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # the layout and every text's place, without rasterising the lines
     renderer = fig.canvas.get_renderer()
     tol, page = TEXT_TOLERANCE, fig.bbox
     boxes = []

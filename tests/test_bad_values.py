@@ -67,14 +67,13 @@ def the_eleven() -> list:
 
 def other_corpus_into_results() -> list:
     """A run on another corpus than the default, pointed at the repository's results/ (it holds the
-    default corpus's real runs only; the second corpus's go to results/<name> by run_dirs' rule)."""
+    default corpus's real runs only; the second corpus's go to results/<name> by run_dirs' rule; the scripts
+    that follow that rule are tested in test_corpus_sympy.py)."""
     repo = str(ROOT / "results")
     return [("breakage_test", ["--corpus", "sympy", "--out", repo], "--out FOLDER"),
             ("recipe_ablation", ["--corpus", "sympy", "--schemes", "rope", "--results", repo], "corpus sympy"),
             ("copy_calibration", ["--corpus", "sympy", "--results", repo], "corpus sympy"),
-            ("anchor_xtransformers", ["--corpus", "sympy", "--results", repo], "default corpus"),
-            ("train_compare", ["--corpus", "sympy", "--variants", "rope", "--results", repo], "corpus sympy"),
-            ("extrapolation_test", ["--corpus", "sympy", "--results", repo], "corpus sympy")]
+            ("anchor_xtransformers", ["--corpus", "sympy", "--results", repo], "default corpus")]
 
 
 def per_flag() -> list:
