@@ -242,7 +242,8 @@ ANCHOR_DIFFERS = {
     "alibi": "none beyond the recipe (the same slopes)",
     "t5": "its table starts at N(0, 1) and is multiplied by sqrt(head dim) = 5.7, so its bias has std 5.7 at "
           "step 0 (ours: 0.09, Hugging Face's init); the same 32 causal buckets to 128, one table per model",
-    "xpos": "positions centred at the middle of each input (ours: a fixed centre at 128); scale base 512 as ours",
+    "xpos": "positions centred at the middle of each input (ours: a fixed centre at 128; a centre shared by q and k "
+            "cancels in q.k, so it does not explain the gap at 4096); scale base 512 as ours",
     "fox": "the gate's bias starts at 5 (gates near 1, little forgetting; ours at 0, the FoX reference's); "
            "the same gate sigma(w x + b) per head and layer",
 }
