@@ -18,7 +18,7 @@ from pathlib import Path
 import row_names
 import schemes
 import tiny_lm
-from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json, real_results_corpus
+from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -306,10 +306,10 @@ def field_cost_table(results: Path) -> str:
 
 
 def sync_settings(results: Path) -> None:
-    """After a real run wrote results/ or results/<corpus>: docs/settings.md's table of the findings in
-    every setting, and the README's lines on where each holds (findings.py)."""
-    if real_results_corpus(results) is not None:
-        import findings  # it reads every setting's folder, not only this one
+    """After a run wrote one of the settings' folders (results/, results/sympy, results/gpu): docs/settings.md's
+    table of the findings in every setting, and the README's lines on where each holds (findings.py)."""
+    import findings  # it reads every setting's folder, not only this one
+    if any(Path(results).resolve() == (HERE / folder).resolve() for _, folder in findings.SETTINGS):
         findings.sync()
 
 
