@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 import cli
+import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
@@ -279,7 +280,6 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
 
 
 def plot(cfg, times, memory, path: Path, device_type: str) -> None:
-    import plots  # the figure's code lives with the others (plots.benchmark)
     plots.benchmark(path, list(cfg.lengths), list(cfg.schemes), times, memory, device_type,
                     f"Position schemes, {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} tiny LM on {device_type}")
 

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import cli
+import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
@@ -312,7 +313,6 @@ def make_plot(res: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import plots
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
     wo, lm = res["word_order"], res["char_lm"]["cells"]

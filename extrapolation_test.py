@@ -54,6 +54,7 @@ import torch
 
 import cli
 import row_names
+import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
 import schemes
 import streaming
 import tiny_lm
@@ -282,7 +283,6 @@ def main(argv=None) -> int:
 def redraw(results: Path) -> int:
     """extrapolation.csv, .md and the figures from results/extrapolation.json alone; the tables
     in the README and docs/ follow when results/ is the repository's."""
-    import plots
     data = json_to_redraw(results / "extrapolation.json", "python extrapolation_test.py")
     rows, meta, lengths = data["rows"], data["meta"], data["meta"]["lengths"]
     # the code as it is now, not at scoring; a row whose scheme is not loaded (another --scheme-file's) keeps its count

@@ -19,7 +19,7 @@ character; L0 the training length; a scheme's ppl@L0 is the mean over the seeds 
   4. context: no text-trained model uses more than 192 characters of context on fixed targets: every
              model's effective context (long_context.py) is below 448.
 A finding "holds", "fails" (or for 1b "reversed"/"tie") with its numbers, or is "not measured" there.
-sync() writes the table into docs/settings.md and one line per finding into the README.
+tables.sync_settings writes the table into docs/settings.md and one line per finding into the README.
 """
 from pathlib import Path
 
@@ -148,20 +148,6 @@ def where_line(fid: str, root: Path = HERE, got: dict = None) -> str:
             continue
         cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(README_LINES[fid], said)))
     return "   *Where it holds:* " + " · ".join(cells) + "."
-
-
-def sync(root: Path = HERE) -> None:
-    """Write the table and the README's lines between their markers (tables.sync_table's rule)."""
-    import tables
-    results = Path(root) / "results"
-    got = verdicts(root)
-    tables.sync_table("settings", settings_table(root, got), results)
-    for fid in README_LINES:
-        tables.sync_table(f"where{fid}", where_line(fid, root, got), results)
-    for name in ("extrapolation", "context_use"):  # the second corpus's own tables, as its scripts wrote them
-        md = Path(root) / "results" / "sympy" / f"{name}.md"
-        if md.exists():
-            tables.sync_table(f"sympy_{name}", md.read_text(encoding="utf-8"), results)
 
 
 if __name__ == "__main__":

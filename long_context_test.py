@@ -55,6 +55,7 @@ import torch
 
 import cli
 import row_names
+import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
 import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
@@ -412,7 +413,6 @@ def merge_runs(old: dict, new_rows: list) -> list:
 def redraw(results: Path, which=tuple(MEASURE_OF)) -> int:
     """The CSV, markdown and figure of each measure from its JSON alone; the tables in the README
     and docs/ follow when results/ is the repository's."""
-    import plots
     found = [n for n in which if (results / f"{n}.json").exists()]
     if not found:
         fail(f"no {results}/context_use.json, retrieval.json or retrieval_formats.json to redraw from; run python "

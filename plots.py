@@ -74,6 +74,17 @@ SPARE = ("#6b486b", "#a05d56", "#d0743c", "#98abc5", "#8a89a6", "#7b6888", "#ff8
 def fixed_owner(colour: str):
     """The line a fixed colour above belongs to (schemes.register refuses a scheme that would take it), or None."""
     return {c.lower(): n for n, c in COLOURS.items()}.get(colour.lower())
+
+
+def _colour_free(entry) -> None:
+    """schemes.on_register's check: a scheme's colour is not one these figures give another line."""
+    owner = fixed_owner(entry.colour)
+    if owner:
+        raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
+                         f"give it another (or colour=None for a free one)")
+
+
+schemes.on_register(_colour_free)
 DASHES = {
     "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
     "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),

@@ -121,13 +121,14 @@ class Scheme:
 
 REGISTRY = {}   # name -> Scheme, in registration order
 _LISTENERS = []
+_CHECKS = []      # on_register's checks
 
 
 # A scheme registered without a colour takes the first of these that no registered scheme has (none of
 # them is a colour plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
-# The field's comparison set (docs/field.md), registered by the last line of this file: its own panel and page; the README's glance table and headline figure keep the rest.
+# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files: its own panel and page; the README's glance table and headline figure keep the rest.
 FIELD = ("t5", "kerple", "fire", "xpos", "fox")
 
 
@@ -143,13 +144,12 @@ def register(entry: Scheme) -> Scheme:
         if not free:
             raise ValueError(f"scheme {entry.name!r}: every spare colour is taken; give it colour='#rrggbb'")
         entry = replace(entry, colour=free[0])
-    # the figures' fixed colours (plots imports no matplotlib until it draws; while plots itself is being
-    # imported, and imports this module, it has no fixed_owner yet: the built-in five need no check)
-    fixed = getattr(importlib.import_module("plots"), "fixed_owner", None)
-    owner = taken.get(entry.colour.lower()) or (fixed(entry.colour) if fixed else None)
+    owner = taken.get(entry.colour.lower())
     if owner:
         raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
                          f"give it another (or colour=None for a free one)")
+    for check in _CHECKS:  # what a module above asks of a new scheme (plots: no colour its figures give another line)
+        check(entry)
     bad = [o for o, v in entry.options.items() if not o.isidentifier() or not isinstance(v, (bool, int, float, str))]
     if bad:
         raise ValueError(f"scheme {entry.name!r}: options {bad} need identifier names and bool/int/float/str defaults")
@@ -165,6 +165,15 @@ def unregister(name: str) -> None:
     del REGISTRY[name]
     for listener in _LISTENERS:
         listener()
+
+
+def on_register(check: Callable) -> None:
+    """check(entry) runs now on every registered scheme and then on each new one before it is added;
+    a ValueError (one line) refuses it. How a module above this one adds a rule without this one
+    knowing it (plots: a scheme's colour must not be one the figures give another line)."""
+    for entry in REGISTRY.values():
+        check(entry)
+    _CHECKS.append(check)
 
 
 def on_change(listener: Callable) -> None:
@@ -297,5 +306,3 @@ register(Scheme("sin", "input embedding", "pos_sin.py", build=lambda cfg: Sinuso
 register(Scheme("rope", "Q/K rotation", "pos_rope.py", rotate_qk=_rope_rotate, rope_options=True, colour="#1f77b4"))
 register(Scheme("alibi", "score bias", "pos_alibi.py", build=_alibi, score_bias=_alibi_bias, colour="#d62728"))
 
-# The field's comparison set (issue 37, docs/field.md): each file registers its schemes when imported.
-import field_relbias, field_xpos, field_fox  # noqa: E402,F401  (t5, kerple, fire; xpos; fox)

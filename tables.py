@@ -15,6 +15,7 @@ tests/test_readme.py checks that every page holds what these give.
 from dataclasses import replace
 from pathlib import Path
 
+import findings
 import row_names
 import schemes
 import tiny_lm
@@ -307,10 +308,19 @@ def field_cost_table(results: Path) -> str:
 
 def sync_settings(results: Path) -> None:
     """After a run wrote one of the settings' folders (results/, results/sympy, results/gpu): docs/settings.md's
-    table of the findings in every setting, and the README's lines on where each holds (findings.py)."""
-    import findings  # it reads every setting's folder, not only this one
-    if any(Path(results).resolve() == (HERE / folder).resolve() for _, folder in findings.SETTINGS):
-        findings.sync()
+    table of the findings in every setting, the second corpus's own tables, and the README's lines on where
+    each finding holds (findings.py)."""
+    if not any(Path(results).resolve() == (HERE / folder).resolve() for _, folder in findings.SETTINGS):
+        return
+    repo = HERE / "results"
+    got = findings.verdicts()  # every setting's folder, not only this one
+    sync_table("settings", findings.settings_table(got=got), repo)
+    for fid in findings.README_LINES:
+        sync_table(f"where{fid}", findings.where_line(fid, got=got), repo)
+    for name in ("extrapolation", "context_use"):  # the second corpus's tables, as its scripts wrote them
+        md = repo / "sympy" / f"{name}.md"
+        if md.exists():
+            sync_table(f"sympy_{name}", md.read_text(encoding="utf-8"), repo)
 
 
 def sync_glance(results: Path) -> None:

@@ -43,6 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# the field's schemes (docs/field.md) register themselves when imported: here, above schemes.py, in this order
+import field_relbias, field_xpos, field_fox  # noqa: E401,F401  (t5, kerple, fire; xpos; fox)
 import schemes
 import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature

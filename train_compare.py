@@ -35,6 +35,7 @@ import torch.distributed as dist
 import cli
 import copy_mixture
 import long_context
+import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
 import schemes
 import tiny_lm
 from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
@@ -415,7 +416,6 @@ def write_logs(out: Path, results: Path, names) -> None:
 
 def redraw(results: Path, say=print) -> int:
     """train_log.csv and train_curves.png from results/train_log.json alone."""
-    import plots
     logs = json.loads((results / "train_log.json").read_text(encoding="utf-8"))["logs"]
     rows = [{"variant": name, "step": s, "train_loss": round(tl, 4), "val_loss": round(vl, 4), "tokens_per_s": round(ts)}
             for name, h in logs.items() for s, tl, vl, ts in zip(*(h[k] for k in LOG_KEYS))]

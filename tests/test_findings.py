@@ -85,7 +85,7 @@ def test_the_pages_show_what_results_give():
     """docs/settings.md's table and the README's where-lines equal what findings.py computes now."""
     got = findings.verdicts()  # read once: results/' JSON files are large
     assert _block(ROOT / "docs" / "settings.md", "settings") == findings.settings_table(got=got).strip(), \
-        "docs/settings.md's table is stale: python -c 'import findings; findings.sync()'"
+        "docs/settings.md's table is stale: python extrapolation_test.py --redraw"
     for fid in findings.README_LINES:
         assert _block(ROOT / "README.md", f"where{fid}") == findings.where_line(fid, got=got).strip(), \
-            f"README's line under finding {fid} is stale: python -c 'import findings; findings.sync()'"
+            f"README's line under finding {fid} is stale: python extrapolation_test.py --redraw"

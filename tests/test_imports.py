@@ -45,3 +45,31 @@ def test_no_library_module_imports_an_entry_point():
     assert shared <= {p.stem for p in libraries}, f"not library modules: {sorted(shared - {p.stem for p in libraries})}"
     bad = [f"{p.name} imports {m}" for p in libraries for m in sorted(imported(p) & scripts)]
     assert not bad, "a library module must not depend on a script: " + "; ".join(bad)
+
+
+def graph() -> dict:
+    """{module: the top-level modules of this repository it imports}, for every top-level file."""
+    mods = {p.stem for p in ROOT.glob("*.py")}
+    return {p.stem: imported(p) & mods - {p.stem} for p in ROOT.glob("*.py")}
+
+
+def test_no_import_runs_in_a_circle():
+    g, circles = graph(), []
+
+    def walk(path):
+        for nxt in sorted(g[path[-1]]):
+            if nxt == path[0]:
+                circles.append(" -> ".join(path + [nxt]))
+            elif nxt not in path and nxt > path[0]:  # each circle found once, from its smallest module
+                walk(path + [nxt])
+    for m in sorted(g):
+        walk([m])
+    assert not circles, "imports that run in a circle (fill a registry from above instead): " + "; ".join(circles[:5])
+
+
+def test_the_model_floor_reaches_nothing_above_it():
+    """The pos files, attn_common, schemes and tiny_lm never import what draws, tabulates, evaluates or runs."""
+    g, floor = graph(), [p.stem for p in ROOT.glob("pos_*.py")] + ["attn_common", "schemes", "tiny_lm"]
+    above = {"plots", "tables", "eval_common", "findings"} | entry_points()
+    bad = [f"{m} imports {', '.join(sorted(g[m] & above))}" for m in floor if g[m] & above]
+    assert not bad, "; ".join(bad)
