@@ -143,8 +143,7 @@ def where_line(fid: str, root: Path = HERE, got: dict = None) -> str:
     cells = []
     for label, _ in SETTINGS:
         said = [got[rule][label][0] for rule, _ in README_LINES[fid]]
-        if all(v == "not measured" for v in said):
-            cells.append(f"{label}: not measured")
+        if all(v == "not measured" for v in said):  # the page lists it; the README names what was measured
             continue
         cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(README_LINES[fid], said)))
     return "   *Where it holds:* " + " · ".join(cells) + "."
