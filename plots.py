@@ -345,7 +345,7 @@ def _mark_off_axes(ax) -> None:
 HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
 # the field's comparison set: its schemes (field_*.py), the sink models, and DroPE with its
 # control (recipes drope and keep, variants.RECALIBRATIONS)
-FIELD, FIELD_RECIPES = (*schemes.FIELD, "rope_sink", "alibi_sink"), ("drope", "keep")
+FIELD, FIELD_RECIPES = (*schemes.FIELD, "rope_sink", "alibi_sink"), ("drope", "keep", "drope_full", "keep_full")
 
 
 def _group(name: str) -> str:

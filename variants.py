@@ -110,6 +110,17 @@ def _recal(parent: str, recipe: str) -> dict:
 
 
 FINETUNES.update({f"{p}_ft_{recipe}": _recal(p, recipe) for p in ("rope", "rope_copy") for recipe in RECALIBRATIONS})
+# DroPE at the parent's whole step budget, so that its quality inside the window can come back before its
+# reading at 4096 means anything (110 steps left rope_ft_drope at 2.5 times its parent's ppl at 256). The
+# schedule is the authors' recalibration config for Llama 2 7B (SakanaAI/DroPE, cfgs/run_cfg/llama2_7b_drope.yaml:
+# lr 1e-4, a third of Llama 2's 3e-4 peak; 100 warm-up steps of 5,000; cosine decay, to 0 as Hugging Face's
+# "cosine"), scaled to ours: a third of the parent's 3e-3, 2% warm-up, cosine to 0. _full_keep is the same with
+# RoPE kept; _full_yarn the YaRN fine-tune (4x the length, factor 16) with the same steps, tokens and schedule:
+# DroPE's comparison at equal compute, counted in training tokens.
+FULL_BUDGET = {"steps_frac": 1.0, "lr": 1e-3, "warmup": 22, "min_lr_frac": 0.0}
+FINETUNES.update({"rope_ft_drope_full": {**_recal("rope", "drope"), **FULL_BUDGET},
+                  "rope_ft_keep_full": {**_recal("rope", "keep"), **FULL_BUDGET},
+                  "rope_ft_yarn_full": {**_ft("rope", "yarn"), **FULL_BUDGET}})
 ALL_NAMES = list(VARIANTS) + list(FINETUNES)
 
 
@@ -356,7 +367,7 @@ def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
         cfg["rope_scaling"] = dict(ft["rope_scaling"], original_max_len=tc_parent.seq_len)
     mult, steps = ft["seq_len_mult"], max(1, int(tc_parent.steps * ft["steps_frac"]))
     tc = replace(tc_parent, seq_len=tc_parent.seq_len * mult, batch_size=max(1, tc_parent.batch_size // mult),
-                 steps=steps, lr=ft["lr"], warmup=ft["warmup"], min_lr_frac=1.0, eval_every=max(1, steps // 4),
+                 steps=steps, lr=ft["lr"], warmup=ft["warmup"], min_lr_frac=ft.get("min_lr_frac", 1.0), eval_every=max(1, steps // 4),
                  eval_windows=max(1, tc_parent.eval_windows // mult), seed=tc_parent.seed + 1)
     return cfg, tc
 
