@@ -25,7 +25,8 @@ Conventions:
     heads, bias=True), weight N(0, initializer_range = 0.02), bias 0). x-transformers' data-dependent
     ALiBi (lucidrains/x-transformers, x_transformers/x_transformers.py, DataDependentAlibi) sets the bias
     to 5.0 (f = 0.9933, -log f = 0.0067 per token: a look-back of about 150 tokens at step 0) over
-    PyTorch's default weight: fox{gate_bias=5.0}.
+    PyTorch's default weight: fox{gate_bias=5.0}. Option decay_max (after the fence, ours): the heads start
+    at forgetting times spread from 1 to decay_max tokens, as ALiBi spreads its slopes: fox{decay_max=256.0}.
   * Weight decay: the gate weights, not the biases, as the reference's group_parameters
     (src/forgetting_transformer/utils.py: Linear weights decay, biases not, bias_weight_decay=False).
   * The gates of all layers are one (n_layer * H, C) matrix, rows l*H .. l*H+H-1 for layer l, so the
@@ -73,12 +74,12 @@ def forget_bias(c_q: torch.Tensor, c_k: torch.Tensor, i0: int, j0: int) -> torch
 class ForgetGates(nn.Module):
     """The forget gates of every layer and head; score_bias is the hook."""
 
-    def __init__(self, n_layer: int, n_head: int, n_embd: int, gate_bias: float = GATE_BIAS,
-                 init_std: float = INIT_STD):
+    def __init__(self, n_layer: int, n_head: int, n_embd: int, gate_bias=GATE_BIAS, init_std: float = INIT_STD):
         super().__init__()
         self.n_head = n_head
         self.weight = nn.Parameter(torch.randn(n_layer * n_head, n_embd) * init_std)  # (L H, C)
-        self.bias = nn.Parameter(torch.full((n_layer * n_head,), float(gate_bias)))   # (L H,)
+        # gate_bias: one number, or one per head (H,) that every layer starts from
+        self.bias = nn.Parameter(torch.zeros(n_layer, n_head).add(torch.as_tensor(gate_bias)).flatten())  # (L H,)
 
     def log_forget(self, x: torch.Tensor, index: int) -> torch.Tensor:
         """log f_t of layer `index`'s heads for its input x (B, T, C): (B, H, T), float32."""
@@ -110,8 +111,27 @@ class Layer(NamedTuple):
     nope: bool
 
 
+# ----------------------------------------------------------------------------- extension: gates spread over heads
+
+# Not the reference's: its full gate starts every head at one bias. After ALiBi, whose slopes spread over the
+# heads, head h of every layer starts with its own forgetting time tau_h (-log f = 1 / tau_h), log-spaced from
+# 1 to decay_max, as the reference's fixed-gate ablations place theirs (fgate_type "bias_only" / "fixed":
+# decay_time_min .. decay_time_max, bias = -log(expm1(1 / tau))): at step 0 one head looks a token back and
+# another across the window. fox{decay_max=256.0}; 0, the default, starts every head at gate_bias.
+def spread_gate_bias(n_head: int, decay_max: float) -> torch.Tensor:
+    """(H,) biases b_h with -log sigmoid(b_h) = 1 / tau_h, tau_h log-spaced over [1, decay_max]."""
+    if not decay_max >= 1:
+        raise ValueError(f"fox: decay_max is the longest forgetting time in tokens, 0 (off) or at least 1; "
+                         f"got {decay_max}")
+    tau = torch.logspace(0.0, math.log10(decay_max), n_head, dtype=torch.float64)  # (H,)
+    # sigmoid(b) = exp(-1/tau)  <=>  b = -log(exp(1/tau) - 1)
+    return (-torch.log(torch.expm1(1.0 / tau))).float()
+
+
 def _build(cfg) -> ForgetGates:
-    return ForgetGates(cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.pos_options["gate_bias"])
+    o = cfg.pos_options
+    bias = spread_gate_bias(cfg.n_head, o["decay_max"]) if o["decay_max"] else o["gate_bias"]
+    return ForgetGates(cfg.n_layer, cfg.n_head, cfg.n_embd, bias)
 
 
 def _self_check() -> None:
@@ -137,13 +157,18 @@ def _self_check() -> None:
     f = torch.sigmoid(torch.tensor(GATE_BIAS)).item()
     assert f == 0.5
     print(f"ok  default gate_bias {GATE_BIAS}: f = {f} at step 0, bias -ln 2 = {math.log(f):.4f} per token")
+    b = spread_gate_bias(4, 256.0)
+    got = (-F.logsigmoid(b)).reciprocal()  # tau_h = 1 / -log f_h
+    err = (got - torch.tensor([1.0, 256 ** (1 / 3), 256 ** (2 / 3), 256.0])).abs().max().item()
+    assert err < 1e-3 * 256, (got, err)
+    print(f"ok  decay_max 256 over 4 heads: forgetting times {', '.join(f'{t:.1f}' for t in got.tolist())} tokens")
 
 
 # Registered by schemes.py's last line (importing this file); run as a script, that import has done it.
 if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
                                     score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
-                                    options={"gate_bias": GATE_BIAS}))
+                                    options={"gate_bias": GATE_BIAS, "decay_max": 0.0}))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

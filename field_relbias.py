@@ -42,7 +42,9 @@ Checked against mcleish7/arithmetic, cramming/architectures/embeddings.py, class
   * i and j are absolute positions from 0; causal=False gives psi(|i - j|) with the same normaliser.
 Differences: L0 = cfg.train_len (the reference starts L at 512; here the threshold starts at the
 length the model is trained at, 256 by default, so the normaliser is fixed inside the training window
-and grows with i only past it); log1p for log(. + 1); no random-position training (its max_length).
+and grows with i only past it, as the reference's 512 at its configured sequence length of 512; option
+L_ratio starts L at that fraction of it instead, fire{L_ratio=0.25}: then training meets the
+interpolation at every query past L); log1p for log(. + 1); no random-position training (its max_length).
 
 All three: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
@@ -62,7 +64,7 @@ except ImportError:
 
 NUM_BUCKETS, MAX_DISTANCE = 32, 128  # T5's
 FIRE_WIDTH, FIRE_C, FIRE_EPS = 32, 0.1, 1e-6  # the reference's mlp_width, init_c, eps
-L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L is 512)
+L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L is 512, its sequence length); option L_ratio
 KERPLE_EPS = 1e-2  # the reference's floor for r1 and r2
 
 
@@ -193,10 +195,12 @@ class FIRE(nn.Module):
 class FireLayers(nn.Module):
     """A FIRE for every layer (the reference builds one per attention layer)."""
 
-    def __init__(self, n_layer: int, n_head: int, train_len: int, causal: bool = True):
+    def __init__(self, n_layer: int, n_head: int, train_len: int, causal: bool = True, L_ratio: float = L_PER_TRAIN_LEN):
         super().__init__()
+        if not L_ratio > 0:
+            raise ValueError(f"fire: L_ratio is L's start over the training length, a positive number; got {L_ratio}")
         self.causal = causal
-        self.layers = nn.ModuleList(FIRE(n_head, L_PER_TRAIN_LEN * train_len) for _ in range(n_layer))
+        self.layers = nn.ModuleList(FIRE(n_head, L_ratio * train_len) for _ in range(n_layer))
 
     def score_bias(self, x, layer, offset: int, shared, past):
         """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
@@ -247,8 +251,9 @@ if schemes is not None and __name__ != "__main__":
                                     build=lambda cfg: KerpleLog(cfg.n_head, cfg.causal),
                                     score_bias=KerpleLog.score_bias, colour="#a55194"))
     schemes.register(schemes.Scheme("fire", "score bias (learned MLP of distance)", __file__,
-                                    build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal),
-                                    score_bias=FireLayers.score_bias))
+                                    build=lambda cfg: FireLayers(cfg.n_layer, cfg.n_head, cfg.train_len, cfg.causal,
+                                                                 **cfg.pos_options),
+                                    score_bias=FireLayers.score_bias, options={"L_ratio": L_PER_TRAIN_LEN}))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

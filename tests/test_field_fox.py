@@ -77,7 +77,7 @@ def test_bias_is_the_sum_of_log_gates_between_key_and_query(fox):
 def test_init_options_and_decay_follow_the_reference(fox):
     """Default gate bias 0 (the reference: f = 1/2 at step 0) and weight std 0.02, kept by TinyLM's init; an
     option value reaches build; the optimizer decays the gate weights, not their biases."""
-    assert fox.causal_only and fox.options == {"gate_bias": 0.0} and fox.decay == ("weight",)
+    assert fox.causal_only and fox.options == {"gate_bias": 0.0, "decay_max": 0.0} and fox.decay == ("weight",)
     torch.manual_seed(0)
     model = TinyLM(GPTConfig(**KW, pos="fox"))
     assert torch.equal(model.fox.bias, torch.zeros(4)), model.fox.bias
@@ -89,6 +89,18 @@ def test_init_options_and_decay_follow_the_reference(fox):
     opt = variants.make_optimizer(model, variants.TrainConfig())
     decayed = {id(p) for grp in opt.param_groups if grp["weight_decay"] > 0 for p in grp["params"]}
     assert id(model.fox.weight) in decayed and id(model.fox.bias) not in decayed
+
+
+def test_spread_gates_start_at_log_spaced_forgetting_times(fox):
+    """fox{decay_max=D}: head h of every layer starts with f_h = exp(-1 / tau_h), tau_h = D^(h / (H - 1)), the
+    reference's fixed-gate ablation's rule (bias = -log(expm1(1 / tau))), here written from its definition."""
+    model = TinyLM(GPTConfig(**{**KW, "n_head": 4}, pos="fox", pos_options={"decay_max": 64.0}))
+    f = torch.sigmoid(model.fox.bias.detach().double()).view(KW["n_layer"], 4)  # (L, H)
+    want = torch.tensor([math.exp(-1 / 64 ** (h / 3)) for h in range(4)], dtype=torch.float64)
+    err = (f - want).abs().max().item()
+    assert err < 1e-6, f"f at step 0 against exp(-1/tau), max diff {err:.2e}"
+    with pytest.raises(ValueError, match="decay_max"):
+        TinyLM(GPTConfig(**KW, pos="fox", pos_options={"decay_max": 0.5}))
 
 
 def test_cached_decoding_and_chunks_equal_the_full_forward(fox):

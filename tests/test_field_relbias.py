@@ -206,6 +206,10 @@ def test_init_and_entries(relbias):
     assert 0 < k.r2.min() and k.r2.max() < 1, k.r2                                             # U(0, 1)
     for fire in model("fire", train_len=256).fire.layers:
         assert abs(fire.c.item() - 0.1) < 1e-7 and fire.L.item() == 256.0, (fire.c.item(), fire.L.item())
+    quarter = TinyLM(GPTConfig(**{**KW, "train_len": 256, "pos": "fire", "pos_options": {"L_ratio": 0.25}}))
+    assert [f.L.item() for f in quarter.fire.layers] == [64.0] * KW["n_layer"], "fire{L_ratio=0.25}: L = 64 at 256"
+    with pytest.raises(ValueError, match="L_ratio"):
+        TinyLM(GPTConfig(**{**KW, "pos": "fire", "pos_options": {"L_ratio": 0.0}}))
 
 
 # ----------------------------------------------------------------------------- the model
