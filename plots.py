@@ -58,6 +58,8 @@ COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme
     "rope_ft_yarn": "#8c564b", "rope_ft_linear": "#c51b7d", "rope_ft_none": "#08519c", "alibi_ft_none": "#7f0000",
     # recalibrated at the training length: DroPE and its control with RoPE kept
     "rope_ft_drope": "#1b9e77", "rope_ft_keep": "#fdbf6f",
+    # the same two and the YaRN fine-tune at the parent's whole step budget (variants.FULL_BUDGET): darker
+    "rope_ft_drope_full": "#00441b", "rope_ft_keep_full": "#b35806", "rope_ft_yarn_full": "#4d2a20",
     # RoPE options
     "rope_theta10": "#393b79", "rope_theta1e6": "#637939", "rope_partial25": "#d6616b",
     "rope_p75": "#7b4173", "irope": "#3b9c9c", "irope_global": "#9edae5", "gemma_hybrid": "#c49c94",
