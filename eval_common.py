@@ -56,6 +56,38 @@ def add_common_flags(p) -> None:
                    help="evaluate nothing: rebuild this script's tables and figures in --results from its JSON files")
 
 
+def add_seed_dirs_flag(p, what: str) -> None:
+    """--seed-dirs: other seeds' checkpoint folders (seed_folders)."""
+    p.add_argument("--seed-dirs", default=None, help=f"comma-separated extra checkpoint folders (other seeds) {what} "
+                                                     "(default: every runs/seed* folder, runs/seed*/NAME with "
+                                                     "--corpus NAME; '' for none)")
+
+
+def seed_label(folder) -> str:
+    """A seed folder's label in row names: its last part named seed* (runs/seed1/sympy -> seed1), else its name."""
+    return next((p for p in reversed(Path(folder).parts) if p.startswith("seed")), Path(folder).name)
+
+
+def seed_folders(args) -> list:
+    """[(folder, label)] of other seeds' checkpoints: those of --seed-dirs, or by default every runs/seed*/
+    (runs/seed*/NAME for a named corpus; none with --quick, --preset or a corpus file). One line and exit 2 for a
+    folder that does not exist."""
+    given = getattr(args, "seed_dirs", None)
+    missing = [d for d in (given or "").split(",") if d and not Path(d).is_dir()]
+    if missing:
+        fail(f"--seed-dirs {given}: no folder {', '.join(missing)}; name folders of other seeds' checkpoints, "
+             f"or '' for none")
+    name = tiny_lm.corpus_name(getattr(args, "corpus", None))
+    if given is not None:
+        folders = [d for d in given.split(",") if d]
+    elif args.quick or args.preset or name is None:
+        folders = []
+    else:
+        pattern = "seed*" if name == tiny_lm.DEFAULT_NAME else f"seed*/{name}"
+        folders = sorted(str(p) for p in Path("runs").glob(pattern) if p.is_dir())
+    return [(Path(d), seed_label(d)) for d in folders]
+
+
 def check_common(args) -> None:
     """The flags of add_common_flags checked before any checkpoint is read: one line and exit 2 if
     --quick and --preset are both given, or the corpus or the device is not usable."""

@@ -58,11 +58,11 @@ import plots  # at once: its colour rule checks a --scheme-file's scheme as it r
 import schemes
 import streaming
 import tiny_lm
-from eval_common import (SCALINGS, add_common_flags, check_common, check_redraw, check_scalings, check_writable,
+from eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
                          checked_results, code_lines,
                          csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
-                         provenance_from, provenance_key, read_json,
+                         provenance_from, provenance_key, read_json, seed_folders,
                          split_scaling, spread_blocks, train_len_of)
 from perplexity import cached_vs_full, evaluate
 from tables import sync_glance, sync_settings, sync_table
@@ -106,10 +106,7 @@ def parse_args(argv=None):
                         "(default 1024; the longest --lengths with --quick; 0 to skip)")
     p.add_argument("--decode-windows", type=int, default=None,
                    help="windows scored token by token for that comparison (default 2; 1 with --quick)")
-    p.add_argument("--seed-dirs", default=None, help="comma-separated extra checkpoint folders (other seeds) "
-                                                     "whose rows are added to the table (default: "
-                                                     "every runs/seed* folder, runs/seed*/NAME with "
-                                                     "--corpus NAME; '' for none)")
+    add_seed_dirs_flag(p, "whose rows are added to the table")
     add_common_flags(p)
     return p.parse_args(argv)
 
@@ -141,10 +138,7 @@ def settings(args) -> dict:
     decode_windows = args.decode_windows if args.decode_windows is not None else (1 if args.quick else 2)
     if decode_len < 0 or decode_windows < 1:
         fail(f"--decode-len must be >= 0 and --decode-windows >= 1, got {decode_len} and {decode_windows}")
-    missing = [d for d in (args.seed_dirs or "").split(",") if d and not Path(d).is_dir()]
-    if missing:
-        fail(f"--seed-dirs {args.seed_dirs}: no folder {', '.join(missing)}; name folders of other seeds' "
-             f"checkpoints, or '' for none")
+    seed_folders(args)  # a folder that does not exist: one line, before any work
     return {"lengths": lengths, "span": math.ceil(tokens / lengths[-1]) * lengths[-1], "scalings": scalings,
             "decode_len": decode_len, "decode_windows": decode_windows}
 
@@ -169,20 +163,9 @@ def make_jobs(args, names, ckpt_dir: Path, scalings) -> list:
     for n in [n for n in STREAMED if n in names]:  # after the checkpoint's other rows
         at = max(i for i, j in enumerate(jobs) if j[1] == ckpt_dir / f"{n}.pt") + 1
         jobs[at:at] = [(row_names.row_name(n, switch=w), ckpt_dir / f"{n}.pt", w) for w in (STREAMING, WINDOW)]
-    # other seeds: runs/seed*/ for the default corpus, runs/seed*/NAME/ for a named one (--corpus sympy)
-    name = tiny_lm.corpus_name(args.corpus)
-    pattern = "seed*" if name == tiny_lm.DEFAULT_NAME else f"seed*/{name}"
-    seed_dirs = args.seed_dirs.split(",") if args.seed_dirs is not None else \
-        ([] if args.quick or args.preset or name is None else sorted(str(p) for p in Path("runs").glob(pattern) if p.is_dir()))
-    for d in filter(None, seed_dirs):
-        jobs += [(row_names.row_name(n, seed=seed_label(d)), Path(d) / f"{n}.pt", None) for n in VARIANTS
-                 if (Path(d) / f"{n}.pt").exists()]
+    for d, label in seed_folders(args):  # other seeds: runs/seed*/, runs/seed*/NAME/ for a named corpus
+        jobs += [(row_names.row_name(n, seed=label), d / f"{n}.pt", None) for n in VARIANTS if (d / f"{n}.pt").exists()]
     return jobs
-
-
-def seed_label(folder) -> str:
-    """A seed folder's label in row names: its last part named seed* (runs/seed1/sympy -> seed1), else its name."""
-    return next((p for p in reversed(Path(folder).parts) if p.startswith("seed")), Path(folder).name)
 
 
 DECODE_ROW = "rope+dynamic"  # the row whose cached decoding meta["dynamic_cached_decoding"] reports

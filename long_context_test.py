@@ -40,6 +40,12 @@ with it off; "<name> (temp on)" one trained without it (irope_copy_notemp), eval
     python long_context_test.py                 # every checkpoint in runs/main
     python long_context_test.py --quick         # after python train_compare.py --quick
     python long_context_test.py --only formats  # results/retrieval_formats.*, the FORMAT_ROWS found
+    python long_context_test.py --only retrieval --variants kerple_copy,t5_copy   # with runs/seed*/'s twins too
+
+Other seeds (--seed-dirs, default every runs/seed*/ as extrapolation_test.py): a copy twin measured here is
+measured again from each seed folder that holds it, as the row "<name> [seedN]", on the same keys and windows.
+Those rows stay out of the figures and the main tables: retrieval.md lists each seed's exact match and their
+range, and a ranking of two rows stands only where the lowest seed of one is above the highest of the other.
     python long_context_test.py --redraw        # tables and figures from results/context_use.json, retrieval.json
                                                 # and retrieval_formats.json
 
@@ -49,6 +55,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -59,10 +66,10 @@ import plots  # at once: its colour rule checks a --scheme-file's scheme as it r
 import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
-from eval_common import (add_common_flags, check_common, check_redraw, check_scalings, check_writable, checked_results,
-                         csv_text, eval_dirs, fail, find_checkpoints, int_list, is_repo_results, length_setter,
+from eval_common import (add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings,
+                         check_writable, checked_results, csv_text, eval_dirs, fail, find_checkpoints, int_list, is_repo_results, length_setter,
                          load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib, provenance_key,
-                         provenance_of, read_json, train_len_of)
+                         provenance_of, read_json, seed_folders, train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
 from tables import sync_glance, sync_settings, sync_table
 from variants import FINETUNES, VARIANTS, is_copy, order_of, scaled
@@ -127,6 +134,8 @@ def parse_args(argv=None):
     p.add_argument("--retrieval-scalings", default="linear,ntk,yarn,llama3,longrope",
                    help="training-free scalings applied to rope_copy for retrieval, one row each")
     p.add_argument("--seed", type=cli.SEED, default=0, help="seed for keys, windows and the bootstrap")
+    add_seed_dirs_flag(p, "whose copy-trained checkpoints of the measured names get retrieval rows too, "
+                          "'<name> [seedN]'")
     add_common_flags(p)
     return p.parse_args(argv)
 
@@ -212,6 +221,18 @@ def make_jobs(names, s, only) -> list:
     return sorted([j for j in jobs if j[3]], key=lambda j: order_of(j[0]))
 
 
+def seed_jobs(names, folders, paths: dict) -> list:
+    """Retrieval jobs "<name> [label]" for the copy-trained names with a checkpoint in a seed folder
+    ([(folder, label)], eval_common.seed_folders); their checkpoint paths go into paths."""
+    jobs = []
+    for d, label in folders:
+        for n in (n for n in names if is_copy(n) and (Path(d) / f"{n}.pt").exists()):
+            row = row_names.row_name(n, seed=label)
+            jobs.append((row, n, None, {"retrieval"}))
+            paths[row] = Path(d) / f"{n}.pt"
+    return jobs
+
+
 def rounded(r: dict) -> dict:
     """A result row with its floats at 4 decimals (the JSON's precision)."""
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
@@ -222,7 +243,7 @@ def measure_row(job, data, s, args, make, out) -> None:
     out["formats"], and adds each measure's seconds to out["seconds"]."""
     row, name, scaling, measures = job
     device, val_ids, vocab, fingerprint, key_ids, longest = data
-    model, ck = load_checked(out["ckpt_dir"] / f"{name}.pt", device, make, vocab, fingerprint, longest=longest)
+    model, ck = load_checked(out["paths"][row], device, make, vocab, fingerprint, longest=longest)
     out["provenance"][provenance_key(row)] = provenance_of(ck)
     switch_temperature(model, row)
     L_train = train_len_of(ck)
@@ -270,6 +291,9 @@ def main(argv=None) -> int:
     s = settings(args)  # every flag checked before any checkpoint is read
     names = find_checkpoints(ckpt_dir, args.variants, make)
     jobs = make_jobs(names, s, args.only)
+    paths, folders = {j[0]: ckpt_dir / f"{j[1]}.pt" for j in jobs}, seed_folders(args)
+    if args.only in (None, "retrieval"):  # other seeds of the copy twins measured: retrieval at the same keys
+        jobs += seed_jobs(names, folders, paths)
     if not jobs:
         fail(f"nothing to measure: --only {args.only} has no row among {','.join(names)} (formats: "
              f"{', '.join(FORMAT_ROWS)}; context use: the text-trained models)")
@@ -286,7 +310,7 @@ def main(argv=None) -> int:
         fail(f"{e}; or use --only context")
     longest = max(cs[-1] + T, KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY))
     data = (device, val_ids, vocab, fingerprint, key_ids, longest)
-    used = [ckpt_dir / f"{j[1]}.pt" for j in jobs]  # every checkpoint checked before any is scored;
+    used = [paths[j[0]] for j in jobs]  # every checkpoint checked before any is scored;
     results = checked_results(args, results, used, ckpt_dir, make, vocab, fingerprint, longest)  # real runs only
     meta = {"contexts": cs, "target_len": T, "spans": s["spans"], "short": s["short"], "distances": ds,
             "key_len": K, "key_alphabet": s["alphabet"], "trials": s["trials"], "copy_trials": s["copy_trials"],
@@ -296,7 +320,7 @@ def main(argv=None) -> int:
     for name, key in MEASURE_OF.items():  # the results files this run will add rows to: the same settings
         if any(key in j[3] for j in jobs):
             check_same(results, name, meta)
-    out = {"ckpt_dir": ckpt_dir, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
+    out = {"paths": paths, "context": [], "per_span": {}, "retrieval": [], "formats": [], "train_lens": set(),
            "seconds": {}, "provenance": {}}
     t0, row_seconds = time.perf_counter(), {}
     for job in cli.progress(jobs, desc="checkpoints"):
@@ -503,7 +527,7 @@ def retrieval_tables(rows, meta):
     for m, title, scale, fmt in RETRIEVAL_MEASURES:
         head = ["variant", "trained on"] + [f"d={d}" for d in ds]
         lines += [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for n, v in by.items():
+        for n, v in ((n, v) for n, v in by.items() if not row_names.parse(n).seed):  # seeds: their own table
             # intervals for two of the three; all three are in the JSON
             cells = [cell(v["at"].get(d), m, scale, fmt, m != "per_char") for d in ds]
             trained = f"{'copy curriculum' if v['family'] == 'copy' else 'text'}, {v['train_len']}"
@@ -517,7 +541,33 @@ def retrieval_tables(rows, meta):
               f"their loss in the planted window. {windows_note(rows, meta)}; intervals: exact match "
               f"Clopper-Pearson from its count of windows, "
               f"copy gain bootstrap over windows. 'trained on': the data and the training length."]
-    return wide, "\n".join(lines) + "\n"
+    return wide, "\n".join(lines + seeds_table(by, ds)) + "\n"
+
+
+def seeds_table(by: dict, ds) -> list:
+    """Lines of the seeds' table (none without seed rows): per checkpoint trained with more than one seed, every
+    seed's exact match at each distance and their range, and the rule a ranking of two rows must pass."""
+    seeds = {}
+    for n in by:
+        r = row_names.parse(n)
+        if r.seed:
+            seeds.setdefault(replace(r, seed="").name, []).append(n)
+    groups = {base: [base] * (base in by) + sorted(rest) for base, rest in seeds.items()}
+    if not groups:
+        return []
+    lines = ["", "**Exact match of each seed, %: seed 0 / the others in order (lowest-highest)**", "",
+             "| variant | seeds | " + " | ".join(f"d={d}" for d in ds) + " |", "|---|---|" + "---|" * len(ds)]
+    for base, names in groups.items():
+        cells = []
+        for d in ds:
+            got = [100 * by[n]["at"][d]["exact"] for n in names if d in by[n]["at"]]
+            cells.append("-" if not got else " / ".join(f"{x:.0f}" for x in got) + f" ({min(got):.0f}-{max(got):.0f})")
+        lines.append(f"| {base} | {len(names)} | " + " | ".join(cells) + " |")
+    lines += ["", "Each seed is the copy twin trained again with another seed and measured on the same keys and "
+                  "windows. A ranking of two rows at a distance stands only where every seed of one lies above every "
+                  "seed of the other (the lowest of one above the highest of the other): each seed's interval covers "
+                  "its windows, the range across seeds the training runs."]
+    return lines
 
 
 FORMAT_MEASURES = (("per_char", "Per-character accuracy, % [95% interval]", 100, "{:.0f}%"),

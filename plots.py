@@ -784,8 +784,10 @@ def retrieval(path, rows, meta) -> None:
     """The headline of retrieval: exact match against distance for the models trained to copy, (a) the five
     schemes, (b) RETRIEVAL_FAR, at most MAX_LINES lines each; every row, in panels, goes to retrieval_all.png
     beside it. Where no row of either exists, the first panel of retrieval_all.png.
-    rows: the long format of retrieval.json, one row per variant and distance."""
+    rows: the long format of retrieval.json, one row per variant and distance; other seeds' rows are left to
+    retrieval.md's seeds table."""
     plt = _plt()
+    rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
@@ -813,8 +815,10 @@ def retrieval(path, rows, meta) -> None:
 
 def retrieval_all(path, rows, meta) -> None:
     """Every row of retrieval (the full-detail figure for docs/), one panel per group of at most MAX_LINES rows
-    (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn."""
+    (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn; other
+    seeds are not drawn (retrieval.md's seeds table)."""
     plt = _plt()
+    rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)

@@ -58,6 +58,11 @@ Keys, `{kind:args}`; the format is the one the page prints:
     btok:SCHEME         training tokens/s over the reference TinyLM(pos="none")                       0.980
     bwall:s             seconds the benchmark run took                                                  94
     dyn:FIELD           extrapolation.json's dynamic-NTK cached-decoding check, loss_full or loss_cached  1.9221
+    first:ROW:FIELD     field_probes.json: the weight on the first 4 keys, highest over the layers, %    0.41%
+                        (FIELD in_window, past, uniform_past, max_head_past)
+    fireL:ROWS          FIRE's learned L over the training length, lowest-highest over layers and rows   0.81-0.88
+    kstuck:ROWS         KERPLE's stored r1 and r2 below the 0.01 floor, counted over rows                    0
+    gate:ROW:FIELD      FoX's mean -log f per head (FIELD keys, other, keys_over_other), lowest-highest   0.91-1.02
 """
 import functools
 import math
@@ -198,6 +203,15 @@ def _range(fmt: str, values, unit: str = "") -> str:
     return (lo if lo == hi else f"{lo}-{hi}") + unit
 
 
+def _probed(results, section: str, rows: str) -> list:
+    """field_probes.json's rows of one section for one variant, or several joined by "|"."""
+    names = rows.split("|")
+    found = [r for r in _rows(results, "field_probes")[section] if r["variant"] in names]
+    if not found:
+        raise KeyError(f"field_probes: no {section} row of {rows}")
+    return found
+
+
 KINDS = {
     "ppl": lambda res, row, L: f"{_ppl(res, row, L):.2f}",
     "ratio": lambda res, row, L: f"{_ppl(res, row, L) / _ppl(res, row, 256):.2f}",
@@ -255,6 +269,10 @@ KINDS = {
     "bmib": lambda res, s, what: f"{_bench(res)['memory'][(s, what)] / 2 ** 20:.1f}",
     "bratio": lambda res, s, what: f"{_bratio(res, s, what):.2f}",
     "btok": lambda res, s: f"{_bench(res)['tok_s'][s] / _bench(res)['tok_s']['reference']:.3f}",
+    "first": lambda res, row, field: f"{100 * max(r[field] for r in _probed(res, 'first_tokens', row)):.2f}%",
+    "fireL": lambda res, rows: _range("{:.2f}", [r["L_per_train_len"] for r in _probed(res, "fire", rows)]),
+    "kstuck": lambda res, rows: f"{sum(r['stuck'] for r in _probed(res, 'kerple', rows))}",
+    "gate": lambda res, row, field: _range("{:.2f}", [r[field] for r in _probed(res, "fox_gates", row)]),
     "dyn": lambda res, field: f"{_rows(res, 'extrapolation')['meta']['dynamic_cached_decoding'][field]:.4f}",
     "bwall": lambda res, unit: f"{_bench(res)['wall_s']:.0f}",
     "mins": lambda res, name: f"{sum(r['seconds'] for r in _rows(res, name)['meta']['runs'] if '+cu' not in r['torch']) / 60:.1f}",

@@ -127,6 +127,7 @@ def per_flag() -> list:
         ([*q, "--key-len", "40"], "--key-len"),
         ([*q, "--distances", "4,8"], "--key-len"), ([*q, "--key-alphabet", "bogus"], "--key-alphabet"),
         ([*q, "--only", "bogus"], "--only"), ([*q, "--seed", "-1"], "--seed"),
+        ([*q, "--seed-dirs", "in/missing"], "--seed-dirs"),
         ([*q, "--fixed-scalings", "yarn@nan"], "--fixed-scalings"),
         ([*q, "--retrieval-scalings", "yarn@inf"], "--retrieval-scalings"))
     add("visualize_rope",

@@ -27,6 +27,31 @@ def test_make_jobs_rows():
     assert "rope (no temp)" not in jobs
 
 
+def test_seed_rows_are_the_copy_twins_found_in_each_seed_folder(tmp_path):
+    for d in ("seed1", "seed2"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "kerple_copy.pt").write_bytes(b"")
+    (tmp_path / "seed1" / "kerple.pt").write_bytes(b"")
+    paths = {}
+    jobs = LC.seed_jobs(["kerple", "kerple_copy", "t5_copy"], [(tmp_path / "seed1", "seed1"), (tmp_path / "seed2", "seed2")],
+                        paths)
+    assert jobs == [("kerple_copy [seed1]", "kerple_copy", None, {"retrieval"}),
+                    ("kerple_copy [seed2]", "kerple_copy", None, {"retrieval"})], jobs
+    assert paths["kerple_copy [seed2]"] == tmp_path / "seed2" / "kerple_copy.pt"
+
+
+def test_seed_table_lists_every_seed_and_their_range_apart_from_the_main_tables():
+    rows = [{"variant": n, "family": "copy", "train_len": 256, "distance": 3900, "exact": e, "trials": 128,
+             "per_char": e, "gain": 1.0, "gain_lo": 0.9, "gain_hi": 1.1}
+            for n, e in (("kerple_copy", 93 / 128), ("kerple_copy [seed1]", 0.5), ("kerple_copy [seed2]", 0.625),
+                         ("t5_copy", 42 / 128))]
+    _, md = LC.retrieval_tables(rows, {"distances": [3900], "key_len": 10, "trials": 32, "copy_trials": 128})
+    main, seeds = md.split("**Exact match of each seed")
+    assert "[seed1]" not in main and "| t5_copy |" in main
+    assert "| kerple_copy | 3 | 73 / 50 / 62 (50-73) |" in seeds, seeds
+    assert "t5_copy" not in seeds, "a row with one seed gets no seeds line"
+
+
 def test_tables_take_exact_match_intervals_from_the_count():
     """retrieval_tables prints Clopper-Pearson from exact x trials, whatever exact_lo/hi the JSON holds."""
     def row(v, d, exact, trials):
