@@ -80,7 +80,8 @@ FAR_FROM = 512
 # The rows measured on passkeys outside the training format (--only formats): the copy models that copy.
 FORMAT_ROWS = ("rope_copy", "rope_copy+yarn", "alibi_copy", "irope_copy", "gemma_hybrid_copy", "rope_copy_ft_yarn",
                # the field's copy models (docs/field.md): those that copy, and those that do not, to show it
-               "t5_copy", "kerple_copy", "fire_copy", "xpos_copy", "rope_sink_copy", "alibi_sink_copy", "rope_copy_ft_drope")
+               "t5_copy", "kerple_copy", "fire_copy", "xpos_copy", "rope_sink_copy", "alibi_sink_copy", "rope_copy_ft_drope",
+               "fox{decay_max=256.0}_copy")
 
 
 # ----------------------------------------------------------------------------- command line
