@@ -69,7 +69,7 @@ COLOURS = {  # the schemes' own come from their registry entries (schemes.Scheme
 # names neither this table nor the registry knows (rope_sink, a scheme file's variant) get one of these by
 # a hash of the name: none is a scheme's (schemes.SPARE_COLOURS are those) or a line's above, so only two
 # such names can clash, which check_distinct catches (then give one a fixed colour). A scheme with options
-# set takes its scheme's colour, darker, and OPTION_DASH (style).
+# set takes its scheme's colour, darker, and a dash of its own (style, OPTION_DASHES).
 SPARE = ("#6b486b", "#a05d56", "#d0743c", "#98abc5", "#8a89a6", "#7b6888", "#ff8c00", "#556b2f")
 
 
@@ -97,7 +97,11 @@ DASHES = {
     "streaming": (0, (6, 1.5)), "window": (0, (1, 1.2)),
 }
 STREAM_SWITCHES = ("streaming", "window")
-OPTION_DASH = (0, (5, 1.5, 1, 1.5))  # a scheme with options set beside its default (t5{scale=5.657} beside t5)
+# a scheme with options set beside its default (t5{scale=5.657} beside t5): its scheme's colour darker by one of
+# OPTION_SHADES and one of OPTION_DASHES, both picked by a hash of the options, so that two option sets of one scheme
+# (fox{gate_bias=5.0}, fox{decay_max=256.0}) differ as a rule; a clash left is caught by check_distinct
+OPTION_SHADES = (0.4, 0.25, 0.55)
+OPTION_DASHES = ((0, (5, 1.5, 1, 1.5)), (0, (6, 2)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
 OTHER_SCALED_MARKER = "v"  # a scaling of a scheme other than RoPE (xpos+yarn): RoPE's row has the scaling's colour too
@@ -119,13 +123,13 @@ def style(name: str) -> dict:
     elif r.scaling:  # a fixed-factor row: its scaling's colour, darker, so that it differs beside the other
         color = _darker(_colour(r.scaling)) if r.fixed else _colour(r.scaling)
     elif "{" in r.base:  # a scheme with options set (fox{gate_bias=5.0}): its scheme's colour, darker, own dash
-        color = _darker(_colour(r.base.partition("{")[0]))
+        color = _darker(_colour(r.base.partition("{")[0]), OPTION_SHADES[_option_hash(r.base) % 3])
     else:
         color = _colour(r.base + ("_notemp" if r.notemp else ""))
     # a fine-tune shares the dash of the scaling it was tuned with
     ls = DASHES[r.switch] if r.switch else DASHES.get(r.scaling or recipe, "-")
     if ls == "-" and "{" in r.base:
-        ls = OPTION_DASH
+        ls = OPTION_DASHES[_option_hash(r.base) // 3 % 3]
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
     if r.scaling and r.base != "rope":
@@ -133,6 +137,11 @@ def style(name: str) -> dict:
     else:
         marker = MARKERS[(finetuned, r.copy)]
     return {"color": color, "ls": ls, "marker": marker}
+
+
+def _option_hash(base: str) -> int:
+    """A number fixed by the options of fox{gate_bias=5.0} ("gate_bias=5.0"), whatever the scheme's name."""
+    return zlib.crc32(base.partition("{")[2].rstrip("}").encode())
 
 
 def _colour(key: str) -> str:

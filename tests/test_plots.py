@@ -310,10 +310,14 @@ def test_a_scheme_with_options_is_drawn_as_its_scheme_darker_and_dashed():
     """t5{scale=5.657} beside t5 and the sink rows of the field's panels: its scheme's colour, darker (not a
     hashed spare colour another row may hold), and its own dash; the copy twin keeps its copy marker."""
     opt, base = plots.style("t5{scale=5.657}"), plots.style("t5")
-    assert opt["color"] == plots._darker(base["color"]) and opt["ls"] == plots.OPTION_DASH, opt
+    assert opt["color"] in [plots._darker(base["color"], f) for f in plots.OPTION_SHADES], opt
+    assert opt["ls"] in plots.OPTION_DASHES, opt
+    for a, b in (("fox{gate_bias=5.0}", "fox{decay_max=256.0}"), ("t5{scale=5.657}", "t5{scale=2.0}")):
+        assert plots.style(a) != plots.style(b), f"two option sets of one scheme drawn alike: {a}, {b}"
     assert plots.style("fox{gate_bias=5.0}_copy")["marker"] == plots.style("fox_copy")["marker"]
     looks = {n: tuple(map(str, plots.style(n).values())) for n in
-             ("t5", "t5{scale=5.657}", "alibi_sink", "rope_sink", "fox", "fox{gate_bias=5.0}", "kerple", "fire", "xpos")}
+             ("t5", "t5{scale=5.657}", "alibi_sink", "rope_sink", "fox", "fox{gate_bias=5.0}", "fox{decay_max=256.0}",
+              "kerple", "fire", "xpos")}
     assert len(set(looks.values())) == len(looks), looks
 
 
