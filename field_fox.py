@@ -111,7 +111,7 @@ class Layer(NamedTuple):
     nope: bool
 
 
-# ----------------------------------------------------------------------------- extension: gates spread over heads
+# ---- extension: gates spread over heads, ours -------------------------------------------------
 
 # Not the reference's: its full gate starts every head at one bias. After ALiBi, whose slopes spread over the
 # heads, head h of every layer starts with its own forgetting time tau_h (-log f = 1 / tau_h), log-spaced from

@@ -38,7 +38,7 @@ from eval_common import (check_common, check_writable, corpus_mismatch, eval_dir
                          load_eval_data, merge_rows, provenance_of, read_json, results_for_checkpoints, spread_blocks,
                          train_len_of)
 from field_relbias import KERPLE_EPS
-from variants import is_copy
+from variants import admit, is_copy
 
 N_FIRST, LONG = 4, 4096  # StreamingLLM's 4 kept tokens; the longest length extrapolation_test measures
 SECTIONS = ("first_tokens", "fire", "kerple", "fox_gates")
@@ -161,6 +161,7 @@ def probe(args) -> None:
     found = checkpoints(ckpt_dir, args.corpus, seeds=not args.quick)
     if not found:
         fail(f"no rope, alibi, fire, kerple or fox checkpoint in {ckpt_dir}/; run `{make} --variants fire,kerple,fox` first")
+    admit(sorted({p.stem for _, p in found}))  # names with options or a copy twin's: variants of the registry
     cks = {p: load_checked(p, "cpu", make, vocab, fingerprint)[1] for _, p in found}
     try:
         results, note = results_for_checkpoints(results, bool(args.results), cks, Path(ckpt_dir) / "results",

@@ -183,7 +183,7 @@ def text_retrieval_paragraph(results: Path) -> str:
 
 
 FIELD_ANCHORS = ("sin", "rope", "alibi", "none")  # ALiBi's Fig. 1 set and NoPE, beside the field's rows
-FIELD_TEXT = (*schemes.FIELD, "fox{gate_bias=5.0}", "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep",
+FIELD_TEXT = (*schemes.FIELD, "fox{gate_bias=5.0}", "fox{decay_max=256.0}", "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep",
               "rope_ft_drope_full", "rope_ft_keep_full")
 
 
