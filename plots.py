@@ -795,8 +795,10 @@ def retrieval(path, rows, meta) -> None:
     beside it. Where no row of either exists, the first panel of retrieval_all.png.
     rows: the long format of retrieval.json, one row per variant and distance; other seeds' rows are left to
     retrieval.md's seeds table."""
-    plt = _plt()
     rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
+    if not rows:  # other seeds only (a folder of their own): nothing to draw, the seeds table holds them
+        return
+    plt = _plt()
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
@@ -826,8 +828,10 @@ def retrieval_all(path, rows, meta) -> None:
     """Every row of retrieval (the full-detail figure for docs/), one panel per group of at most MAX_LINES rows
     (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn; other
     seeds are not drawn (retrieval.md's seeds table)."""
-    plt = _plt()
     rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
+    if not rows:  # other seeds only (a folder of their own): nothing to draw, the seeds table holds them
+        return
+    plt = _plt()
     by = {}
     for r in rows:
         by.setdefault(r["variant"], []).append(r)
