@@ -20,6 +20,7 @@ exactly that weight, with no (T, T) matrix built.
 
     python field_probes.py           # every probe whose checkpoints exist: results/field_probes.{json,md}
     python field_probes.py --quick   # on the --quick checkpoints, into runs/quick/results
+    python field_probes.py --redraw  # field_probes.md from field_probes.json
 """
 import contextlib
 import json
@@ -34,7 +35,7 @@ import row_names
 import tiny_lm
 from cli import fail
 from copy_mixture import COPY_RECIPE, key_ids_of, plant_keys
-from eval_common import (check_common, check_writable, corpus_mismatch, eval_dirs, git_commit, load_checked,
+from eval_common import (check_common, check_redraw, check_writable, json_to_redraw, corpus_mismatch, eval_dirs, git_commit, load_checked,
                          load_eval_data, merge_rows, provenance_of, read_json, results_for_checkpoints, spread_blocks,
                          train_len_of)
 from field_relbias import KERPLE_EPS
@@ -243,6 +244,7 @@ def parse_args(argv=None):
                    help="held-out windows of 4096 for the weight on the first keys (default 8)")
     p.add_argument("--fox-windows", type=cli.integer(at_least=1), default=64,
                    help="windows with planted keys for the FoX gate probe (default 64)")
+    p.add_argument("--redraw", action="store_true", help="probe nothing: rewrite field_probes.md from field_probes.json")
     args = p.parse_args(argv)
     args.preset, args.argv = None, argv
     return args
@@ -250,6 +252,14 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.redraw:
+        results = Path(args.results) if args.results else eval_dirs(args)[1]
+        check_redraw([results / "field_probes.json"], cli.command("field_probes.py", argv))
+        check_writable(results, "--results")
+        data = json_to_redraw(results / "field_probes.json", "python field_probes.py")
+        tiny_lm.atomic_write_text(results / "field_probes.md", report({**{k: [] for k in SECTIONS}, **data}))
+        print(f"wrote {results}/field_probes.md")
+        return 0
     check_common(args)
     probe(args)
     return 0

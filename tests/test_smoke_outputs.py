@@ -80,7 +80,7 @@ def test_explicit_results_with_checkpoints_that_are_not_real_is_refused(quick_re
 
 REDRAW = [["train_compare.py", "--redraw"], ["extrapolation_test.py", "--redraw"], ["long_context_test.py", "--redraw"],
           ["copy_calibration.py", "--redraw"], ["recipe_ablation.py", "--redraw"], ["breakage_test.py", "--redraw"],
-          ["benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"]]
+          ["benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"], ["field_probes.py", "--redraw"]]
 
 
 @pytest.mark.slow
