@@ -233,7 +233,8 @@ def field_table(results: Path) -> str:
     lines += ["", "ppl: perplexity per character on held-out text (results/extrapolation.csv); effective context: "
               "the largest context whose loss on fixed targets beats every shorter one by more than the 95% "
               "interval of the difference (results/context_use.csv); exact match: the whole key copied, with its "
-              "Clopper-Pearson 95% interval (results/retrieval.csv); '-': not measured yet."]
+              "Clopper-Pearson 95% interval (results/retrieval.csv), of the twin's seed 0 (other seeds: the seeds "
+              "table of results/retrieval.md); '-': not measured yet."]
     return "\n".join(lines) + "\n"
 
 
