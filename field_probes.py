@@ -35,9 +35,9 @@ import row_names
 import tiny_lm
 from cli import fail
 from copy_mixture import COPY_RECIPE, key_ids_of, plant_keys
-from eval_common import (check_common, check_redraw, check_writable, json_to_redraw, corpus_mismatch, eval_dirs, git_commit, load_checked,
-                         load_eval_data, merge_rows, provenance_of, read_json, results_for_checkpoints, spread_blocks,
-                         train_len_of)
+from eval_common import (check_common, check_redraw, check_writable, corpus_mismatch, eval_dirs, git_commit,
+                         json_to_redraw, load_checked, load_eval_data, merge_rows, provenance_of, read_json,
+                         results_for_checkpoints, seed_folders, spread_blocks, train_len_of)
 from field_relbias import KERPLE_EPS
 from variants import admit, is_copy
 
@@ -140,16 +140,12 @@ def fox_gate_rows(model, val_ids: torch.Tensor, vocab: str, n_windows: int, trai
 
 # ----------------------------------------------------------------------------- the run
 
-def checkpoints(ckpt_dir: Path, corpus, seeds: bool) -> list:
-    """(row name, path) of every checkpoint a probe reads: ckpt_dir's, then (seeds) those of the seed folders,
-    runs/seed*/ (runs/seed*/NAME for a named corpus), as extrapolation_test.py finds them."""
-    name = tiny_lm.corpus_name(corpus)
-    pattern = "seed*" if name == tiny_lm.DEFAULT_NAME else f"seed*/{name}"
-    folders = [(ckpt_dir, "")] + ([(p, next(x for x in reversed(p.parts) if x.startswith("seed")))
-                                   for p in sorted(Path("runs").glob(pattern)) if p.is_dir()] if seeds else [])
+def checkpoints(ckpt_dir: Path, folders) -> list:
+    """(row name, path) of every checkpoint a probe reads: ckpt_dir's, then those of the other seeds' folders
+    ([(folder, label)], eval_common.seed_folders: runs/seed*/ as extrapolation_test.py reads them)."""
     found = []
-    for folder, seed in folders:
-        for p in sorted(folder.glob("*.pt")):
+    for folder, seed in [(ckpt_dir, ""), *folders]:
+        for p in sorted(Path(folder).glob("*.pt")):
             if p.name.endswith(".state.pt") or p.stem.split("{")[0].removesuffix("_copy") not in PROBED:
                 continue
             found.append((row_names.row_name(p.stem, seed=seed), p))
@@ -159,11 +155,12 @@ def checkpoints(ckpt_dir: Path, corpus, seeds: bool) -> list:
 def probe(args) -> None:
     ckpt_dir, results, make = eval_dirs(args)
     device, val_ids, vocab, fingerprint = load_eval_data(args)
-    found = checkpoints(ckpt_dir, args.corpus, seeds=not args.quick)
+    found = checkpoints(ckpt_dir, seed_folders(args))
     if not found:
         fail(f"no rope, alibi, fire, kerple or fox checkpoint in {ckpt_dir}/; run `{make} --variants fire,kerple,fox` first")
     admit(sorted({p.stem for _, p in found}))  # names with options or a copy twin's: variants of the registry
-    cks = {p: load_checked(p, "cpu", make, vocab, fingerprint)[1] for _, p in found}
+    loaded = {p: load_checked(p, device, make, vocab, fingerprint) for _, p in found}  # (model, checkpoint)
+    cks = {p: ck for p, (_, ck) in loaded.items()}
     try:
         results, note = results_for_checkpoints(results, bool(args.results), cks, Path(ckpt_dir) / "results",
                                                 also=corpus_mismatch(args.corpus, results))
@@ -176,7 +173,7 @@ def probe(args) -> None:
     long = min(LONG, len(val_ids) - 1)
     blocks = torch.stack([val_ids[s:s + long] for s in spread_blocks(len(val_ids), long, args.windows)])  # (W, long)
     for row, path in cli.progress(found, desc="probes", unit="ckpt"):
-        model, ck = load_checked(path, device, make, vocab, fingerprint)
+        model, ck = loaded[path]
         model.eval()
         L, pos, variant = train_len_of(ck), model.cfg.pos, path.stem
         tag = {"variant": row}

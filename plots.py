@@ -789,19 +789,25 @@ def _retrieval_groups(by) -> tuple:
     return drawn, [n for p in zero if p not in drawn for n in p[2]]
 
 
+def _retrieval_rows(rows) -> tuple:
+    """(the rows without other seeds' (retrieval.md's seeds table holds those), {variant: its rows})."""
+    rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
+    by = {}
+    for r in rows:
+        by.setdefault(r["variant"], []).append(r)
+    return rows, by
+
+
 def retrieval(path, rows, meta) -> None:
     """The headline of retrieval: exact match against distance for the models trained to copy, (a) the five
     schemes, (b) RETRIEVAL_FAR, at most MAX_LINES lines each; every row, in panels, goes to retrieval_all.png
     beside it. Where no row of either exists, the first panel of retrieval_all.png.
     rows: the long format of retrieval.json, one row per variant and distance; other seeds' rows are left to
     retrieval.md's seeds table."""
-    rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
+    rows, by = _retrieval_rows(rows)
     if not rows:  # other seeds only (a folder of their own): nothing to draw, the seeds table holds them
         return
     plt = _plt()
-    by = {}
-    for r in rows:
-        by.setdefault(r["variant"], []).append(r)
     K, train_len = meta.get("key_len", "K"), _train_len(rows, meta)
     five = [n for n in by if _group(n) == "copy_five"]
     far = [n for n in RETRIEVAL_FAR if n in by]
@@ -828,13 +834,10 @@ def retrieval_all(path, rows, meta) -> None:
     """Every row of retrieval (the full-detail figure for docs/), one panel per group of at most MAX_LINES rows
     (RETRIEVAL_PANELS); a text-trained group at 0 at every distance is counted in the title, not drawn; other
     seeds are not drawn (retrieval.md's seeds table)."""
-    rows = [r for r in rows if not row_names.parse(r["variant"]).seed]
+    rows, by = _retrieval_rows(rows)
     if not rows:  # other seeds only (a folder of their own): nothing to draw, the seeds table holds them
         return
     plt = _plt()
-    by = {}
-    for r in rows:
-        by.setdefault(r["variant"], []).append(r)
     panels, skipped = _retrieval_groups(by)
     train_len = _train_len(rows, meta)
     fig, axes = _grid(plt, len(panels), width=6.4, height=4.6, sharey=True)
