@@ -139,8 +139,10 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
         calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
                  "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),
                  "prepare": lambda e=e, m=m, x=x: e.prepare(m, x, 0),
-                 "score_bias": lambda e=e, m=m, x=x, ly=layer, sh=shared: _chunks(e.score_bias(m, x, ly, 0, sh, None)[0], T),
-                 "extra_logits": lambda e=e, m=m, q=q, ly=layer: e.extra_logits(m, q, ly),
+                 "score_bias": lambda e=e, m=m, x=x, q=q, ly=layer, sh=shared:
+                     _chunks(e.score_bias(m, x, ly, 0, sh, None, q=q, k=q)[0], T),
+                 "extra_logits": lambda e=e, m=m, x=x, q=q, ly=layer, sh=shared:
+                     e.extra_logits(m, x, ly, 0, sh, None, q=q, k=q)[0],
                  "RoPE tables": lambda model=model: model.rope.cos_sin(T)}
         cases.update({(s, h): calls[h] for h in [*e.hooks, *(["RoPE tables"] if model.rope is not None else [])]})
     with torch.no_grad():

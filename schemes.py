@@ -16,22 +16,33 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
     prepare(m, x, offset) -> shared
         Once per forward, x (B, T, C) the input of the first block: work every layer shares (T5's
         bucket table looked up once). Its result reaches every score_bias call of that forward.
-    score_bias(m, x, layer, offset, shared, past) -> (bias, state)
+    score_bias(m, x, layer, offset, shared, past, q, k) -> (bias, state)
         The bias on the scores of one layer: x (B, T, C) the layer's normalised input, queries at
         positions offset .. offset+T-1 (the whole window, or the new tokens in cached decoding),
-        keys 0 .. offset+T-1. bias is None; or a per-key tensor w (B?, H, 1, Tk), standing for the
-        bias w_j - w_i (ALiBi's key form m_h j; attn_sdpa adds the causal mask); or a function
-        bias(a, b, s, e) -> the bias of query rows a..b-1 of this call (positions offset+a ..)
-        against keys s..e-1, broadcastable to
+        keys 0 .. offset+T-1. q (B, H, T, D) are this call's queries and k (B, H, offset+T, D) every
+        key they see, the cached ones first, both as attention will use them (after rotate_qk; CoPE,
+        stick-breaking and selective attention read them). TinyLM passes q and k by keyword, so a hook
+        that does not read them declares q=None, k=None. bias is None; or a per-key tensor
+        w (B?, H, 1, Tk), standing for the bias w_j - w_i (ALiBi's key form m_h j; attn_sdpa adds the
+        causal mask); or a function bias(a, b, s, e) -> the bias of query rows a..b-1 of this call
+        (positions offset+a ..) against keys s..e-1, broadcastable to
         (B, H, b-a, e-s): attn_common.attn_sdpa asks for it one chunk of queries at a time, against
         only the keys that chunk can see. With a causal model it holds -inf at every key after its
         query (attn_common.hide_later_keys writes them; attn_sdpa raises on a bias without them).
         So no caller ever holds a (H, T, T) bias: do per-layer work (a gate's cumulative sums)
-        here, per-chunk work inside the function. past is this layer's state from the KV cache
-        (None on the first call); state is what the cache keeps for the next call.
-    extra_logits(m, q, layer) -> (B?, H, T, n) or None
+        here, per-chunk work inside the function (q[..., a:b, :] against k[..., s:e, :]). past is
+        this hook's state from the KV cache (None on the first call); state is what the cache keeps
+        for the next call.
+    extra_logits(m, x, layer, offset, shared, past, q, k) -> (logits, state)
+        The same arguments and state as score_bias (its own state). logits (B?, H, T, n) or None:
         n logits per query that join the softmax beside the keys and are then dropped (their values
         are 0): the weights of the real keys sum to less than 1. attn_sdpa(extra_logits=...).
+
+In one layer TinyLM calls, in this order: rotate_qk on the new q and k; the cached keys and values
+put before the new ones; score_bias, then extra_logits, on those q and k; attention. input_rows and
+prepare run once per forward, before the first layer. What a hook returns is checked as it arrives
+(check_qk, checked_bias, checked_extra): the wrong layout or shape is a SchemeError naming the scheme
+and the hook, before attention runs.
 
 `layer` is a Layer: index, nope (a NoPE layer of nope_every), window (0: global), rope. A scheme
 decides what a NoPE layer means for it (rope: no rotation; alibi: no bias).
@@ -267,6 +278,73 @@ def get(name: str) -> Scheme:
     return REGISTRY[name]
 
 
+# ----------------------------------------------------------------------------- what a hook returns, checked
+
+class SchemeError(ValueError):
+    """A hook returned what the contract does not allow: one line naming the scheme and the hook."""
+
+
+def _shape(t) -> str:
+    return f"a {type(t).__name__}" if not torch.is_tensor(t) else f"shape {tuple(t.shape)}"
+
+
+def check_qk(entry: Scheme, out, q_shape, k_shape) -> tuple:
+    """rotate_qk's (q, k), each of the shape it was given, (B, H, T, D); else SchemeError."""
+    ok = isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(t) for t in out)
+    if not ok or out[0].shape != q_shape or out[1].shape != k_shape:
+        got = f"{type(out).__name__}" if not ok else f"q {_shape(out[0])}, k {_shape(out[1])}"
+        raise SchemeError(f"scheme {entry.name!r}: rotate_qk returned {got}; it must return (q, k) as it got them, "
+                          f"(B, H, T, D) = q {tuple(q_shape)}, k {tuple(k_shape)} (docs/your_scheme.md)")
+    return out
+
+
+def _pair(entry: Scheme, hook: str, out) -> tuple:
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise SchemeError(f"scheme {entry.name!r}: {hook} returned {type(out).__name__}; it must return a pair "
+                          f"({'bias' if hook == 'score_bias' else 'logits'}, state), e.g. (None, None)")
+    return out
+
+
+def _fits(t, want: tuple) -> bool:
+    """Does tensor t broadcast to exactly the shape want?"""
+    try:
+        return torch.is_tensor(t) and t.dim() <= len(want) and torch.broadcast_shapes(t.shape, want) == want
+    except RuntimeError:
+        return False
+
+
+def checked_bias(entry: Scheme, out, B: int, H: int, T: int, Tk: int) -> tuple:
+    """score_bias's (bias, state) with bias None, a tensor broadcastable to (B, H, T, Tk) (per key:
+    (B?, H, 1, Tk)), or a function whose every chunk is checked as attention asks for it; else SchemeError."""
+    bias, state = _pair(entry, "score_bias", out)
+    if bias is None:
+        return None, state
+    if callable(bias):
+        def rows(a, b, s, e):  # the scheme's chunk, checked: (B?, H, b-a, e-s)
+            chunk = bias(a, b, s, e)
+            if not _fits(chunk, (B, H, b - a, e - s)):
+                raise SchemeError(f"scheme {entry.name!r}: score_bias's function gave rows {a}..{b - 1} against keys "
+                                  f"{s}..{e - 1} {_shape(chunk)}; it must broadcast to (B, H, b-a, e-s) = "
+                                  f"{(B, H, b - a, e - s)}")
+            return chunk
+        return rows, state
+    if not _fits(bias, (B, H, T, Tk)):
+        raise SchemeError(f"scheme {entry.name!r}: score_bias returned a bias of {_shape(bias)}; it must be None, a "
+                          f"function of the chunk, or broadcast to (B, H, T, Tk) = {(B, H, T, Tk)} (per key: "
+                          f"(B?, H, 1, Tk))")
+    return bias, state
+
+
+def checked_extra(entry: Scheme, out, B: int, H: int, T: int) -> tuple:
+    """extra_logits's (logits, state) with logits None or broadcastable to (B, H, T, n); else SchemeError."""
+    logits, state = _pair(entry, "extra_logits", out)
+    if logits is not None and not (torch.is_tensor(logits) and logits.dim() >= 1 and
+                                   _fits(logits, (B, H, T, logits.shape[-1]))):
+        raise SchemeError(f"scheme {entry.name!r}: extra_logits returned {_shape(logits)}; it must broadcast to "
+                          f"(B, H, T, n) = ({B}, {H}, {T}, n)")
+    return logits, state
+
+
 # ----------------------------------------------------------------------------- the built-in five
 
 def _learned(cfg) -> LearnedPositionalEmbedding:
@@ -284,7 +362,7 @@ def _alibi(cfg) -> ALiBi:
     return ALiBi(cfg.n_head, symmetric=not cfg.causal, causal=cfg.causal)
 
 
-def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past) -> tuple:
+def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past, q=None, k=None) -> tuple:
     """None on a NoPE layer (attn_sdpa's own causal mask then); no cache state. Causal: the key form
     m_h (j - Tk + 1) for keys 0..Tk-1, (H, 1, Tk): -m_h (i - j) less the constant m_h (i - Tk + 1) of each row,
     which softmax ignores; attn_sdpa folds it into q.k in float32 (its size stays near 0 at the last keys).

@@ -225,8 +225,8 @@ class Sinks(nn.Module):
         super().__init__()
         self.logit = nn.Parameter(torch.zeros(cfg.n_layer, cfg.n_head))
 
-    def extra_logits(self, q, layer):
-        return self.logit[layer.index][:, None, None]  # (H,) -> (H, 1, 1): the same for every query
+    def extra_logits(self, x, layer, offset, shared, past, q=None, k=None):
+        return self.logit[layer.index][:, None, None], None  # (H,) -> (H, 1, 1): the same for every query
 
 
 def test_sink_logits_join_the_softmax():
