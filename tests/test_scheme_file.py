@@ -53,8 +53,9 @@ def toy_loaded(path: Path = TOY, name: str = "toy_forget"):
 # ----------------------------------------------------------------------------- every measure, one flag
 
 def test_a_scheme_file_goes_through_every_measure(quick_repo):
-    """Each command exits 0 and writes the toy's rows into every table and figure, in its own folders; the
-    checkpoint records the file; no file of the repository changes."""
+    """Each command exits 0 and writes both toys' rows (toy_forget: state and init; toy_qk: a bias reading q and k)
+    into every table and figure, in its own folders; the checkpoint records the file; no file of the repository
+    changes."""
     ran = quick_repo.ran["plugin"]
     failed = [f"{r.cmd} exited {r.code}: {r.err[-1500:]}" for r in ran if r.code != "0"]
     assert not failed, "\n".join(failed)
@@ -64,18 +65,19 @@ def test_a_scheme_file_goes_through_every_measure(quick_repo):
     assert ck["extra"]["scheme_file"] == {"path": str(toy), "sha256": hashlib.sha256(toy.read_bytes()).hexdigest()}
     assert ck["config"]["pos_options"] == {"gate_bias": 3.0} and ck["config"]["train_len"] == 64, ck["config"]
     res = out / "results"
-    for name in ("extrapolation", "context_use", "retrieval"):
-        rows = json.loads((res / f"{name}.json").read_text(encoding="utf-8"))["rows"]
-        assert any(r["variant"] == "toy_forget" for r in rows), f"{name}.json has no toy_forget row"
-        assert "| toy_forget |" in (res / f"{name}.md").read_text(encoding="utf-8"), f"{name}.md"
-    bench = (out / "benchmark" / "benchmark.md").read_text(encoding="utf-8")
-    for table in bench.split("\n## ")[1:]:  # forward time, memory, hooks, ratios
-        assert "| toy_forget |" in table, f"benchmark.md, section without the toy:\n{table}"
-    assert "| toy_forget | score_bias |" in bench, bench
-    breakage = (out / "breakage" / "breakage.md").read_text(encoding="utf-8")
-    assert "| causal / toy_forget |" in breakage and \
-        "- bidirectional / toy_forget: left out, the scheme is causal only" in breakage, breakage[:1500]
-    assert "| bidirectional / toy_forget |" not in breakage
+    for toy_name in ("toy_forget", "toy_qk"):
+        for name in ("extrapolation", "context_use", "retrieval"):
+            rows = json.loads((res / f"{name}.json").read_text(encoding="utf-8"))["rows"]
+            assert any(r["variant"] == toy_name for r in rows), f"{name}.json has no {toy_name} row"
+            assert f"| {toy_name} |" in (res / f"{name}.md").read_text(encoding="utf-8"), f"{name}.md"
+        bench = (out / "benchmark" / "benchmark.md").read_text(encoding="utf-8")
+        for table in bench.split("\n## ")[1:]:  # forward time, memory, hooks, ratios
+            assert f"| {toy_name} |" in table, f"benchmark.md, section without {toy_name}:\n{table}"
+        assert f"| {toy_name} | score_bias |" in bench, bench
+        breakage = (out / "breakage" / "breakage.md").read_text(encoding="utf-8")
+        assert f"| causal / {toy_name} |" in breakage and \
+            f"- bidirectional / {toy_name}: left out, the scheme is causal only" in breakage, breakage[:1500]
+        assert f"| bidirectional / {toy_name} |" not in breakage
     figures = [res / f for f in ("train_curves.png", "ppl_vs_length.png", "context_use.png", "retrieval.png")]
     figures += [out / "benchmark" / "benchmark.png", out / "breakage" / "breakage.png"]
     assert all(f.is_file() and f.read_bytes()[:4] == b"\x89PNG" for f in figures), [str(f) for f in figures]
