@@ -135,14 +135,12 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
         e, m, (H, D) = model.scheme, model.pos_module, (cfg.n_head, cfg.n_embd // cfg.n_head)
         x, q = torch.randn(1, T, cfg.n_embd, device=device), torch.randn(1, H, T, D, device=device)
         layer = schemes.Layer(0, False, model.blocks[0].attn.window, model.rope_of(0))
-        shared = None if e.prepare is None else e.prepare(m, x, 0)
+        args = (x, layer, 0, None if e.prepare is None else e.prepare(m, x, 0), None)  # x, layer, offset, shared, past
         calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
                  "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),
                  "prepare": lambda e=e, m=m, x=x: e.prepare(m, x, 0),
-                 "score_bias": lambda e=e, m=m, x=x, q=q, ly=layer, sh=shared:
-                     _chunks(e.score_bias(m, x, ly, 0, sh, None, q=q, k=q)[0], T),
-                 "extra_logits": lambda e=e, m=m, x=x, q=q, ly=layer, sh=shared:
-                     e.extra_logits(m, x, ly, 0, sh, None, q=q, k=q)[0],
+                 "score_bias": lambda e=e, m=m, a=args, q=q: _chunks(e.score_bias(m, *a, q=q, k=q)[0], T),
+                 "extra_logits": lambda e=e, m=m, a=args, q=q: e.extra_logits(m, *a, q=q, k=q)[0],
                  "RoPE tables": lambda model=model: model.rope.cos_sin(T)}
         cases.update({(s, h): calls[h] for h in [*e.hooks, *(["RoPE tables"] if model.rope is not None else [])]})
     with torch.no_grad():

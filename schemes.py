@@ -66,9 +66,10 @@ A scheme from outside the repository comes in with `--scheme-file PATH` on every
 (load_files: the file is imported, and what it registers is recorded with the file's path and the
 SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
 
-Scheme files written to this contract: field_relbias.py (T5's bucketed bias, KERPLE, FIRE), field_xpos.py
-(xPos, rotate_qk with rope_options) and field_fox.py (FoX's forget gate, its sums as cache state,
-causal only) are in the default registry by the last line of this file; examples/kerple_power.py
+Scheme files written to this contract, in field/: field_relbias.py (T5's bucketed bias, KERPLE, FIRE),
+field_xpos.py (xPos, rotate_qk with rope_options) and field_fox.py (FoX's forget gate, its sums as cache
+state, causal only). This module never imports them: tiny_lm.py, above them, does, and so fills the
+default registry from above (they import this module to register). examples/kerple_power.py
 (KERPLE's power kernel) is loaded with --scheme-file (docs/your_scheme.md). DroPE (positions dropped from a trained model) needs no entry:
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 
@@ -139,7 +140,7 @@ _CHECKS = []      # on_register's checks
 # them is a colour plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
-# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files: its own panel and page; the README's glance table and headline figure keep the rest.
+# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files in field/: its own panel and page; the README's glance table and headline figure keep the rest.
 FIELD = ("t5", "kerple", "fire", "xpos", "fox")
 
 

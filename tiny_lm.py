@@ -43,9 +43,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# the field's schemes (docs/field.md) register themselves when imported: here, above schemes.py, in this order
-import field_relbias, field_xpos, field_fox  # noqa: E401,F401  (t5, kerple, fire; xpos; fox)
 import schemes
+# The field's schemes (docs/field.md) are scheme files in field/, written to schemes.py's contract as a reader's
+# would be; they register themselves when imported: here, above schemes.py, in this order. field/ joins the
+# import path, so after `import tiny_lm` any module may `import field_fox`.
+FIELD_DIR = Path(__file__).resolve().parent / "field"
+if str(FIELD_DIR) not in sys.path:
+    sys.path.append(str(FIELD_DIR))
+import field_relbias, field_xpos, field_fox  # noqa: E401,E402,F401  (t5, kerple, fire; xpos; fox)
 import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim

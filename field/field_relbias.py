@@ -50,7 +50,7 @@ All three: no cache state (the bias depends on positions only); a NoPE layer (no
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
 FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,kerple,fire`).
 Copied alone it needs torch only (the registration at the bottom runs inside this repository);
-`python field_relbias.py` checks.
+`python field/field_relbias.py` checks.
 """
 import math
 

@@ -34,7 +34,7 @@ Conventions:
 
 Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
 Here: registered by schemes.py (`--variants fox`). Copied alone it needs torch only (the registration at
-the bottom runs inside this repository); `python field_fox.py` runs the self-check.
+the bottom runs inside this repository); `python field/field_fox.py` runs the self-check.
 """
 import math
 from typing import NamedTuple
