@@ -215,6 +215,10 @@ FILE_HELP = ("a Python file outside the repository that registers a position sch
              "repeatable. Its scheme and <name>_copy become variants (docs/your_scheme.md)")
 
 
+# the end of every script's "unknown variant" message: where a name not in the registry comes from
+FILE_POINTER = "; a scheme of your own comes in with --scheme-file PATH (docs/your_scheme.md)"
+
+
 def file_flag(parser) -> None:
     """Add --scheme-file to an entry script's parser (load_argv has already read it)."""
     parser.add_argument("--scheme-file", action="append", default=[], metavar="PATH", help=FILE_HELP)

@@ -149,3 +149,11 @@ def test_fixed_factor_scaling():
     assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
     assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
     assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"
+
+
+def test_a_variant_with_two_options_in_one_brace_is_looked_for_under_its_canonical_name(tmp_path, refused):
+    """--variants fox{gate_bias=1.0,decay_max=64.0}: the comma inside the braces does not split the list, and
+    the checkpoint asked for is fox{gate_bias=1.0}{decay_max=64.0}.pt, the name results and checkpoints use."""
+    msg = refused(lambda argv: EC.find_checkpoints(tmp_path, argv[0], "python train_compare.py"),
+                  ["rope,fox{gate_bias=1.0,decay_max=64.0}"])
+    assert "no checkpoint for rope,fox{gate_bias=1.0}{decay_max=64.0} in" in msg, msg
