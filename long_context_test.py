@@ -62,7 +62,7 @@ import torch
 
 import cli
 import row_names
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of

@@ -35,7 +35,7 @@ import torch.distributed as dist
 import cli
 import copy_mixture
 import long_context
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import tiny_lm
 from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
