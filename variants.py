@@ -181,6 +181,19 @@ def admit(names) -> list:
     return unknown
 
 
+def scheme_config(name: str) -> dict:
+    """The GPTConfig fields of a scheme, or of a scheme with its options set, kerple{p=2} ({a=1,b=2} read as
+    {a=1}{b=2}): {"pos": scheme} and, with options, "pos_options". How benchmark.py and breakage_test.py read
+    a scheme name, through admit as every script reads variants; a name that is neither raises ValueError
+    (one line)."""
+    name = row_names.canonical(name)
+    if not admit([name]) and row_names.parse(name).base == name and "pos" in VARIANTS.get(name, {}) and \
+            set(VARIANTS[name]) <= {"pos", "pos_options"}:
+        return dict(VARIANTS[name])
+    raise ValueError(f"{name!r} is not a position scheme or a scheme with options set (kerple{{p=2}}); schemes: "
+                     f"{', '.join(schemes.names())}{schemes.FILE_POINTER}")
+
+
 def scheme_file_of(name: str) -> dict:
     """{"scheme_file": {path, sha256}} when the variant's scheme came from a --scheme-file (a checkpoint's extra
     records it; such a run is never a real run of ours), else {}."""
