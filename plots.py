@@ -269,6 +269,8 @@ def _looks(name: str) -> list:
     then each SPARE colour, with its dash and marker."""
     st = style(name)
     out = [st]
+    if not st["color"].startswith("#"):  # a seed row's grey: seed rows may look alike (EXEMPT)
+        return out
     base = row_names.parse(name).base
     if "{" in base and st["ls"] in OPTION_DASHES:  # an option set drawn in its slot (not a scaled or tuned row)
         start, n = _option_hash(base) % 9, len(OPTION_SHADES) * len(OPTION_DASHES)
@@ -291,7 +293,7 @@ def _free_style(ax, name: str, colours: bool = False) -> dict:
     colour alone). So two option sets of one scheme, or a scheme that holds a fixed colour of COLOURS beside
     that colour's line, are drawn apart where they meet; a seed row keeps its grey."""
     looks = _looks(name)
-    if row_names.parse(name).seed:
+    if len(looks) == 1:
         return looks[0]
     taken = {_line_key(ln)[:1] if colours else _line_key(ln) for ln in ax.get_lines()
              if ln.get_visible() and ln.get_gid() not in EXEMPT}

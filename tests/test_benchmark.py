@@ -7,6 +7,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import benchmark
 import tiny_lm
@@ -79,8 +80,8 @@ def test_options_set_are_measured_tabulated_and_drawn(tmp_path):
     cfg = benchmark.replace(cfg, lengths=(8,), repeats=1, warmup=0)
     assert benchmark.make_lm(cfg, two).cfg.pos_options == {"gate_bias": 1.0, "decay_max": 64.0}
     assert benchmark.make_lm(cfg, "t5{scale=2.0}").cfg.pos_options == {"scale": 2.0}
-    bar = SimpleNamespace(update=lambda n=1: None)  # the forward and the hooks measured; the rest made up
-    times, hooks = benchmark.forward_times(cfg, "cpu", bar), benchmark.hook_costs(cfg, "cpu", bar)
+    bar, cpu = SimpleNamespace(update=lambda n=1: None), torch.device("cpu")  # forward and hooks measured
+    times, hooks = benchmark.forward_times(cfg, cpu, bar), benchmark.hook_costs(cfg, cpu, bar)
     made_up = {s: 1.0 + k for k, s in enumerate(("reference", *cfg.schemes))}
     report = benchmark.build_report(cfg, "test", "cpu", times, {}, hooks, made_up, made_up, ["--quick"])
     for name in ("t5{scale=2.0}", two):
