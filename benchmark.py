@@ -31,13 +31,14 @@ from pathlib import Path
 import torch
 
 import cli
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
+import row_names
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
-from variants import run_dirs
+from variants import run_dirs, scheme_config
 
 MiB = 2 ** 20
 
@@ -72,9 +73,10 @@ QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats"
 
 
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
+    """The benchmark's LM of a scheme, or of a scheme with options set (kerple_power{p=2}: variants.scheme_config)."""
     torch.manual_seed(cfg.seed)
-    return TinyLM(GPTConfig(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                            n_embd=cfg.n_embd, pos=scheme, max_len=max(max(cfg.lengths), cfg.train_len)))
+    return TinyLM(GPTConfig(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+                            max_len=max(max(cfg.lengths), cfg.train_len), **scheme_config(scheme)))
 
 
 def random_ids(cfg: BenchConfig, n: int) -> torch.Tensor:
@@ -298,7 +300,8 @@ def parse_args(argv=None) -> BenchConfig:
         p.add_argument("--" + field.replace("_", "-"), type=type,
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
     flag("lengths", "comma-separated sequence lengths", type=int_tuple)
-    flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
+    flag("schemes", "comma-separated position schemes, or schemes with options set (t5{scale=2.0})",
+         type=lambda v: tuple(row_names.split_names(v)))
     for field, text in (("repeats", "timed forward runs per case (median)"), ("warmup", "untimed runs first"),
                         ("train_steps", "optimizer steps per timed training repetition"),
                         ("train_repeats", "timed repetitions of the training comparison (median)"),
@@ -319,13 +322,13 @@ def parse_args(argv=None) -> BenchConfig:
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
                   memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
     try:
-        mine = not a.quick and any(s in schemes.FILES for s in cfg.schemes)  # then runs/custom/benchmark
+        pos = [scheme_config(s)["pos"] for s in cfg.schemes]  # one line for a name that is no scheme
+        mine = not a.quick and any(s in schemes.FILES for s in pos)  # then runs/custom/benchmark
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
         fail(str(e))
-    if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or "rope" not in cfg.schemes:
-        fail(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope (the ratios are to "
-             f"RoPE's); got {','.join(cfg.schemes)}")
+    if "rope" not in cfg.schemes:
+        fail(f"--schemes must include rope (the ratios are to RoPE's); got {','.join(cfg.schemes)}")
     counts = ("repeats", "train_repeats", "train_steps", "eval_windows", "eval_repeats")
     bad = [f"--lengths {','.join(map(str, cfg.lengths))}"] if min(cfg.lengths) < 1 else []
     bad += [f"--{f.replace('_', '-')} {getattr(cfg, f)}" for f in counts if getattr(cfg, f) < 1]

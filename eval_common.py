@@ -29,8 +29,8 @@ import tiny_lm
 import torch
 from cli import fail
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, order_of,
-                      real_run_mismatch, run_dirs)
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, names_of,
+                      order_of, real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
 
@@ -104,7 +104,7 @@ def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
     ckpt_default, results_default = run_dirs(args.quick, args.preset, getattr(args, "corpus", None))
-    named = [n for n in (getattr(args, "variants", None) or "").split(",") if n]
+    named = names_of(getattr(args, "variants", None))
     if from_files(named) and not (args.quick or args.preset):  # where train_compare --scheme-file put them
         ckpt_default = Path("runs/custom")
     ckpt_dir = Path(getattr(args, "ckpt_dir", None) or ckpt_default)
@@ -225,14 +225,14 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
     if variants is not None and not variants.strip(", "):
         fail("--variants is empty; name checkpoints or a family, or leave the flag out for every checkpoint found")
     if variants:
-        names = [m for n in variants.split(",") for m in FAMILIES.get(n, [n])]
+        names = names_of(variants)  # split outside braces, {a=1,b=2} written {a=1}{b=2}
         try:  # a scheme with options, a copy twin or fine-tune of a --scheme-file scheme
             bad = admit(names)
         except ValueError as e:
             fail(f"--variants {variants}: {e}")
         if bad:
             fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)} and the families "
-                 f"{','.join(FAMILIES)}")
+                 f"{','.join(FAMILIES)}{schemes.FILE_POINTER}")
         required = names
     else:
         required = [n for n in DEFAULT_VARIANTS if n in VARIANTS] if default == "main" else []

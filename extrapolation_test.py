@@ -54,7 +54,7 @@ import torch
 
 import cli
 import row_names
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import streaming
 import tiny_lm

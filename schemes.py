@@ -58,7 +58,8 @@ The rest of the contract (Scheme's fields):
     defaults' types, and row_names writes them into the row name (kerple{p=2}).
   * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
-  * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS.
+  * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS. One that
+    plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
   * Every model takes attention sinks (GPTConfig.sinks: one learned logit per head and layer, through
     the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
 
@@ -133,7 +134,6 @@ class Scheme:
 
 REGISTRY = {}   # name -> Scheme, in registration order
 _LISTENERS = []
-_CHECKS = []      # on_register's checks
 
 
 # A scheme registered without a colour takes the first of these that no registered scheme has (none of
@@ -160,8 +160,6 @@ def register(entry: Scheme) -> Scheme:
     if owner:
         raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
                          f"give it another (or colour=None for a free one)")
-    for check in _CHECKS:  # what a module above asks of a new scheme (plots: no colour its figures give another line)
-        check(entry)
     bad = [o for o, v in entry.options.items() if not o.isidentifier() or not isinstance(v, (bool, int, float, str))]
     if bad:
         raise ValueError(f"scheme {entry.name!r}: options {bad} need identifier names and bool/int/float/str defaults")
@@ -177,15 +175,6 @@ def unregister(name: str) -> None:
     del REGISTRY[name]
     for listener in _LISTENERS:
         listener()
-
-
-def on_register(check: Callable) -> None:
-    """check(entry) runs now on every registered scheme and then on each new one before it is added;
-    a ValueError (one line) refuses it. How a module above this one adds a rule without this one
-    knowing it (plots: a scheme's colour must not be one the figures give another line)."""
-    for entry in REGISTRY.values():
-        check(entry)
-    _CHECKS.append(check)
 
 
 def on_change(listener: Callable) -> None:
@@ -225,6 +214,10 @@ def load_files(paths) -> list:
 
 FILE_HELP = ("a Python file outside the repository that registers a position scheme (schemes.register); "
              "repeatable. Its scheme and <name>_copy become variants (docs/your_scheme.md)")
+
+
+# the end of every script's "unknown variant" message: where a name not in the registry comes from
+FILE_POINTER = "; a scheme of your own comes in with --scheme-file PATH (docs/your_scheme.md)"
 
 
 def file_flag(parser) -> None:

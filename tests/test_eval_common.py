@@ -178,3 +178,11 @@ def test_a_file_of_two_schemes_counts_each_ones_own_lines(tmp_path):
     assert EC.code_lines(path) == 1 + 1 + 1 + 2 + 3 + 3, "the whole file: import, EPS, SCALE, helper 2, A 3, B 3"
     assert EC.own_definitions(tiny_lm.SCHEMES["kerple"]) == {"KerpleLog"}
     assert EC.own_definitions(tiny_lm.SCHEMES["rope"]) is None and EC.own_definitions(tiny_lm.SCHEMES["fox"]) is None
+
+
+def test_a_variant_with_two_options_in_one_brace_is_looked_for_under_its_canonical_name(tmp_path, refused):
+    """--variants fox{gate_bias=1.0,decay_max=64.0}: the comma inside the braces does not split the list, and
+    the checkpoint asked for is fox{gate_bias=1.0}{decay_max=64.0}.pt, the name results and checkpoints use."""
+    msg = refused(lambda argv: EC.find_checkpoints(tmp_path, argv[0], "python train_compare.py"),
+                  ["rope,fox{gate_bias=1.0,decay_max=64.0}"])
+    assert "no checkpoint for rope,fox{gate_bias=1.0}{decay_max=64.0} in" in msg, msg
