@@ -9,10 +9,9 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
     returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
     length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
-Writes <results>/benchmark.md and .png (atomically) and prints the tables; with a --scheme-file,
-runs/custom/benchmark/ (results/ holds ours only). That the fast paths keep the formulas' numbers is
-the tests' job. Unlike that article's run_benchmark: medians after a warm-up instead of one cold call,
-the peak-memory counter reset for every case, memory measured on CPU too.
+Writes <results>/benchmark.md and .png (atomically), prints the tables; with a --scheme-file, runs/custom/
+benchmark/ (results/ holds ours only). The tests hold the fast paths to the formulas. Unlike that article's
+run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/
     python benchmark.py --quick        # tiny sizes in seconds, a smoke test: runs/quick/benchmark/
@@ -32,12 +31,12 @@ import torch
 
 import cli
 import plots
-import row_names
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
+from row_names import split_names
 from variants import run_dirs, scheme_config
 
 MiB = 2 ** 20
@@ -300,8 +299,7 @@ def parse_args(argv=None) -> BenchConfig:
         p.add_argument("--" + field.replace("_", "-"), type=type,
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
     flag("lengths", "comma-separated sequence lengths", type=int_tuple)
-    flag("schemes", "comma-separated position schemes, or schemes with options set (t5{scale=2.0})",
-         type=lambda v: tuple(row_names.split_names(v)))
+    flag("schemes", "comma-separated schemes, options set or not (t5{scale=2.0})", type=lambda v: tuple(split_names(v)))
     for field, text in (("repeats", "timed forward runs per case (median)"), ("warmup", "untimed runs first"),
                         ("train_steps", "optimizer steps per timed training repetition"),
                         ("train_repeats", "timed repetitions of the training comparison (median)"),
@@ -317,8 +315,7 @@ def parse_args(argv=None) -> BenchConfig:
     p.add_argument("--redraw", action="store_true", help="measure nothing: rebuild benchmark.md and .png in "
                                                          "--results from its benchmark.json")
     a = p.parse_args(argv)
-    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw",
-                                                                           "scheme_file")}
+    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw", "scheme_file")}
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
                   memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
     try:

@@ -10,6 +10,7 @@ import pytest
 
 import plots
 import row_names
+import tiny_lm  # noqa: F401  (registers the field's schemes, whose colours the tests read alone too)
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
