@@ -9,10 +9,9 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
     returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
     length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
-Writes <results>/benchmark.md and .png (atomically) and prints the tables; with a --scheme-file,
-runs/custom/benchmark/ (results/ holds ours only). That the fast paths keep the formulas' numbers is
-the tests' job. Unlike that article's run_benchmark: medians after a warm-up instead of one cold call,
-the peak-memory counter reset for every case, memory measured on CPU too.
+Writes <results>/benchmark.md and .png (atomically), prints the tables; with a --scheme-file, runs/custom/
+benchmark/ (results/ holds ours only). The tests hold the fast paths to the formulas. Unlike that article's
+run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/
     python benchmark.py --quick        # tiny sizes in seconds, a smoke test: runs/quick/benchmark/
@@ -31,13 +30,14 @@ from pathlib import Path
 import torch
 
 import cli
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
-from variants import run_dirs
+from row_names import split_names
+from variants import run_dirs, scheme_config
 
 MiB = 2 ** 20
 
@@ -72,9 +72,10 @@ QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats"
 
 
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
+    """The benchmark's LM of a scheme, or of a scheme with options set (kerple_power{p=2}: variants.scheme_config)."""
     torch.manual_seed(cfg.seed)
-    return TinyLM(GPTConfig(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                            n_embd=cfg.n_embd, pos=scheme, max_len=max(max(cfg.lengths), cfg.train_len)))
+    return TinyLM(GPTConfig(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+                            max_len=max(max(cfg.lengths), cfg.train_len), **scheme_config(scheme)))
 
 
 def random_ids(cfg: BenchConfig, n: int) -> torch.Tensor:
@@ -135,12 +136,12 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
         e, m, (H, D) = model.scheme, model.pos_module, (cfg.n_head, cfg.n_embd // cfg.n_head)
         x, q = torch.randn(1, T, cfg.n_embd, device=device), torch.randn(1, H, T, D, device=device)
         layer = schemes.Layer(0, False, model.blocks[0].attn.window, model.rope_of(0))
-        shared = None if e.prepare is None else e.prepare(m, x, 0)
+        args = (x, layer, 0, None if e.prepare is None else e.prepare(m, x, 0), None)  # x, layer, offset, shared, past
         calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
                  "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),
                  "prepare": lambda e=e, m=m, x=x: e.prepare(m, x, 0),
-                 "score_bias": lambda e=e, m=m, x=x, ly=layer, sh=shared: _chunks(e.score_bias(m, x, ly, 0, sh, None)[0], T),
-                 "extra_logits": lambda e=e, m=m, q=q, ly=layer: e.extra_logits(m, q, ly),
+                 "score_bias": lambda e=e, m=m, a=args, q=q: _chunks(e.score_bias(m, *a, q=q, k=q)[0], T),
+                 "extra_logits": lambda e=e, m=m, a=args, q=q: e.extra_logits(m, *a, q=q, k=q)[0],
                  "RoPE tables": lambda model=model: model.rope.cos_sin(T)}
         cases.update({(s, h): calls[h] for h in [*e.hooks, *(["RoPE tables"] if model.rope is not None else [])]})
     with torch.no_grad():
@@ -298,7 +299,7 @@ def parse_args(argv=None) -> BenchConfig:
         p.add_argument("--" + field.replace("_", "-"), type=type,
                        help=f"{text} (default {show(getattr(BenchConfig, field))}{quick})")
     flag("lengths", "comma-separated sequence lengths", type=int_tuple)
-    flag("schemes", "comma-separated position schemes", type=lambda v: tuple(v.split(",")))
+    flag("schemes", "comma-separated schemes, options set or not (t5{scale=2.0})", type=lambda v: tuple(split_names(v)))
     for field, text in (("repeats", "timed forward runs per case (median)"), ("warmup", "untimed runs first"),
                         ("train_steps", "optimizer steps per timed training repetition"),
                         ("train_repeats", "timed repetitions of the training comparison (median)"),
@@ -314,18 +315,17 @@ def parse_args(argv=None) -> BenchConfig:
     p.add_argument("--redraw", action="store_true", help="measure nothing: rebuild benchmark.md and .png in "
                                                          "--results from its benchmark.json")
     a = p.parse_args(argv)
-    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw",
-                                                                           "scheme_file")}
+    given = {f: v for f, v in vars(a).items() if v is not None and f not in ("no_memory", "quick", "redraw", "scheme_file")}
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
                   memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
     try:
-        mine = not a.quick and any(s in schemes.FILES for s in cfg.schemes)  # then runs/custom/benchmark
+        pos = [scheme_config(s)["pos"] for s in cfg.schemes]  # one line for a name that is no scheme
+        mine = not a.quick and any(s in schemes.FILES for s in pos)  # then runs/custom/benchmark
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
         fail(str(e))
-    if not set(cfg.schemes) <= set(tiny_lm.SCHEMES) or "rope" not in cfg.schemes:
-        fail(f"--schemes must be among {','.join(tiny_lm.SCHEMES)} and include rope (the ratios are to "
-             f"RoPE's); got {','.join(cfg.schemes)}")
+    if "rope" not in cfg.schemes:
+        fail(f"--schemes must include rope (the ratios are to RoPE's); got {','.join(cfg.schemes)}")
     counts = ("repeats", "train_repeats", "train_steps", "eval_windows", "eval_repeats")
     bad = [f"--lengths {','.join(map(str, cfg.lengths))}"] if min(cfg.lengths) < 1 else []
     bad += [f"--{f.replace('_', '-')} {getattr(cfg, f)}" for f in counts if getattr(cfg, f) < 1]

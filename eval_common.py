@@ -29,8 +29,8 @@ import tiny_lm
 import torch
 from cli import fail
 from tiny_lm import CheckpointError, CorpusError
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, order_of,
-                      real_run_mismatch, run_dirs)
+from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, names_of,
+                      order_of, real_run_mismatch, run_dirs)
 
 HERE = Path(__file__).resolve().parent
 
@@ -104,7 +104,7 @@ def eval_dirs(args) -> tuple:
     """(checkpoint folder, results folder, the command that makes the checkpoints) for these
     arguments, by variants.run_dirs' rule: smoke runs and previews never write to results/."""
     ckpt_default, results_default = run_dirs(args.quick, args.preset, getattr(args, "corpus", None))
-    named = [n for n in (getattr(args, "variants", None) or "").split(",") if n]
+    named = names_of(getattr(args, "variants", None))
     if from_files(named) and not (args.quick or args.preset):  # where train_compare --scheme-file put them
         ckpt_default = Path("runs/custom")
     ckpt_dir = Path(getattr(args, "ckpt_dir", None) or ckpt_default)
@@ -225,14 +225,14 @@ def find_checkpoints(ckpt_dir: Path, variants: str, make: str, default: str = "f
     if variants is not None and not variants.strip(", "):
         fail("--variants is empty; name checkpoints or a family, or leave the flag out for every checkpoint found")
     if variants:
-        names = [m for n in variants.split(",") for m in FAMILIES.get(n, [n])]
+        names = names_of(variants)  # split outside braces, {a=1,b=2} written {a=1}{b=2}
         try:  # a scheme with options, a copy twin or fine-tune of a --scheme-file scheme
             bad = admit(names)
         except ValueError as e:
             fail(f"--variants {variants}: {e}")
         if bad:
             fail(f"unknown variant(s) {','.join(bad)}; known: {','.join(ALL_NAMES)} and the families "
-                 f"{','.join(FAMILIES)}")
+                 f"{','.join(FAMILIES)}{schemes.FILE_POINTER}")
         required = names
     else:
         required = [n for n in DEFAULT_VARIANTS if n in VARIANTS] if default == "main" else []
@@ -275,11 +275,13 @@ def custom_out(given, name: str) -> str:
     return out
 
 
-def code_lines(path: Path, fence: bool = True) -> int:
+def code_lines(path: Path, fence: bool = True, only=None) -> int:
     """Lines holding code in the scheme's plain form: the part of its pos file before the first
     `# ---- ` fence (for RoPE: plain RoPE; its options, scalings and config reading come after),
     not blank, not a comment, not a docstring, not the file's own self-check (`_self_check` and
-    the `if __name__ == "__main__":` block). fence=False: the whole file (a file of several schemes)."""
+    the `if __name__ == "__main__":` block). fence=False: the whole file. only: names of top-level
+    definitions (a file of several schemes: one scheme's classes and functions, own_definitions):
+    only the lines of those and of the top-level definitions they use, at any depth."""
     src = path.read_text(encoding="utf-8")
     cut = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None) if fence else None
     tree = ast.parse(src)
@@ -297,8 +299,43 @@ def code_lines(path: Path, fence: bool = True) -> int:
         if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
                             tokenize.DEDENT, tokenize.ENDMARKER):
             lines.update(range(tok.start[0], tok.end[0] + 1))
+    if only is not None:
+        lines &= _used_lines(tree, only)
     core = {n for n in lines - doc_lines if cut is None or n <= cut}  # line numbers are 1-based
     return len(core)
+
+
+def _used_lines(tree, names) -> set:
+    """Line numbers of the top-level definitions (def, class, NAME = ...) called names and of every top-level
+    definition they use, followed through the names each one mentions."""
+    defs = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        defs[n.id] = node
+    todo, seen = [n for n in names if n in defs], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs and n.id not in seen]
+    return {i for name in seen for i in range(defs[name].lineno, defs[name].end_lineno + 1)}
+
+
+def own_definitions(entry) -> Optional[set]:
+    """The top-level names in its pos file that a scheme's entry is made of (build and its hooks: a class, or
+    a function), when other registered schemes share that file; None when the file is its alone."""
+    path = Path(entry.pos_file or "").name
+    if sum(Path(e.pos_file or "").name == path for e in schemes.REGISTRY.values()) < 2:
+        return None
+    parts = [entry.build, *(getattr(entry, h) for h in schemes.HOOKS)]
+    names = {f.__qualname__.split(".")[0] for f in parts if f is not None and hasattr(f, "__qualname__")}
+    return {n for n in names if n.isidentifier()}  # a lambda's "<lambda>" names nothing
 
 
 # ----------------------------------------------------------------------------- provenance

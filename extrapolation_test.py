@@ -54,12 +54,12 @@ import torch
 
 import cli
 import row_names
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import streaming
 import tiny_lm
 from eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
-                         checked_results, code_lines,
+                         checked_results, code_lines, own_definitions,
                          csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
                          provenance_from, provenance_key, read_json, seed_folders,
@@ -74,8 +74,8 @@ HERE = Path(__file__).resolve().parent
 def core_loc(pos: str) -> int:
     """code_lines of a scheme's pos file (its registry entry's; 0 for NoPE): it describes the code, so tables
     take it at redraw."""
-    pos_file = schemes.get(pos).pos_file
-    return code_lines(HERE / pos_file) if pos_file else 0
+    entry = schemes.get(pos)
+    return code_lines(HERE / entry.pos_file, only=own_definitions(entry)) if entry.pos_file else 0
 
 
 def clamp_learned_rows(model, L_train: int) -> None:

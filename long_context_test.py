@@ -62,7 +62,7 @@ import torch
 
 import cli
 import row_names
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import tiny_lm
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
@@ -72,7 +72,7 @@ from eval_common import (add_common_flags, add_seed_dirs_flag, check_common, che
                          provenance_of, read_json, seed_folders, train_len_of)
 from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
 from tables import sync_glance, sync_settings, sync_table
-from variants import FAMILIES, FINETUNES, VARIANTS, is_copy, order_of, scaled
+from variants import FINETUNES, VARIANTS, is_copy, names_of, order_of, scaled
 
 # --copy-trials windows (default 128) wherever a claim rests on a cell: every distance of the copy family, and
 # every distance from FAR_FROM on for every model; text models get --trials (32) below it, where none copies.
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
     s = settings(args)  # every flag checked before any checkpoint is read
     folders = seed_folders(args)
     # a copy twin named in --variants whose checkpoint only other seeds' folders hold: their rows alone
-    named = [m for n in (args.variants or "").split(",") if n for m in FAMILIES.get(n, [n])]
+    named = names_of(args.variants)
     seed_only = [n for n in named if is_copy(n) and not (ckpt_dir / f"{n}.pt").exists()
                  and any((d / f"{n}.pt").exists() for d, _ in folders)] if args.only in (None, "retrieval") else []
     rest = ",".join(n for n in named if n not in seed_only)

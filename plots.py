@@ -15,6 +15,9 @@ The colour rule, the same in every figure (style(name) returns it):
 So `rope+yarn` is purple dash-dot with circles, `rope_ft_yarn` brown dash-dot with triangles.
 Seed rows (`rope [seed1]`) are thin grey lines with one legend entry between them.
 
+A line that would look like one already drawn in its axes (two option sets of one scheme in one slot, a
+scheme whose colour is a fixed one of COLOURS beside that line) is drawn in the first of its other looks
+that is free there (_line, _free_style): the colours are checked where the lines are drawn.
 check_distinct(fig) raises if two data lines of one axes share colour, line style and marker.
 It skips two kinds of line, marked by their gid: "ref" for reference lines (the training-length
 marker, y = 0, chance), drawn by _ref; and "seed" for the grey seed lines, which may look alike.
@@ -74,19 +77,11 @@ SPARE = ("#6b486b", "#a05d56", "#d0743c", "#98abc5", "#8a89a6", "#7b6888", "#ff8
 
 
 def fixed_owner(colour: str):
-    """The line a fixed colour above belongs to (schemes.register refuses a scheme that would take it), or None."""
+    """The line a fixed colour above belongs to, or None. A scheme may hold one (schemes.register does not ask
+    this file): a line drawn beside the owner's then gets another look (_free_style)."""
     return {c.lower(): n for n, c in COLOURS.items()}.get(colour.lower())
 
 
-def _colour_free(entry) -> None:
-    """schemes.on_register's check: a scheme's colour is not one these figures give another line."""
-    owner = fixed_owner(entry.colour)
-    if owner:
-        raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
-                         f"give it another (or colour=None for a free one)")
-
-
-schemes.on_register(_colour_free)
 DASHES = {
     "": "-", "linear": (0, (1, 1.5)), "ntk": (0, (4, 2)), "ntk(4s)": (0, (4, 1.5, 1, 1.5, 1, 1.5)),
     "ntk(16s)": (0, (9, 2.5)), "dynamic": (0, (2, 1.2)), "yarn": (0, (6, 2, 1.5, 2)),
@@ -98,8 +93,8 @@ DASHES = {
 }
 STREAM_SWITCHES = ("streaming", "window")
 # a scheme with options set beside its default (t5{scale=5.657} beside t5): its scheme's colour darker by one of
-# OPTION_SHADES and one of OPTION_DASHES, both picked by a hash of the options, so that two option sets of one scheme
-# (fox{gate_bias=5.0}, fox{decay_max=256.0}) differ as a rule; a clash left is caught by check_distinct
+# OPTION_SHADES and one of OPTION_DASHES, a slot picked by a hash of the options; two option sets of one scheme
+# whose slots are the same in one axes get the next free slot where they are drawn (_free_style)
 OPTION_SHADES = (0.4, 0.25, 0.55)
 OPTION_DASHES = ((0, (5, 1.5, 1, 1.5)), (0, (6, 2)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
@@ -268,9 +263,47 @@ def save(fig, path, colours: bool = False) -> None:
     _plt().close(fig)
 
 
-def _line(ax, xs, ys, name, label=None, **kw):
-    """One data line in the rule's style; a seed row is thin grey with gid "seed"."""
+def _looks(name: str) -> list:
+    """The styles a row may be drawn in, best first: style(name); for a scheme with options set, the other
+    (shade, dash) slots of OPTION_SHADES x OPTION_DASHES from its own on; then its colour darker or lighter,
+    then each SPARE colour, with its dash and marker."""
     st = style(name)
+    out = [st]
+    if not st["color"].startswith("#"):  # a seed row's grey: seed rows may look alike (EXEMPT)
+        return out
+    base = row_names.parse(name).base
+    if "{" in base and st["ls"] in OPTION_DASHES:  # an option set drawn in its slot (not a scaled or tuned row)
+        start, n = _option_hash(base) % 9, len(OPTION_SHADES) * len(OPTION_DASHES)
+        own = _colour(base.partition("{")[0])
+        out += [{**st, "color": _darker(own, OPTION_SHADES[k % 3]), "ls": OPTION_DASHES[k // 3 % 3]}
+                for k in ((start + i) % n for i in range(1, n))]
+    out += [{**st, "color": c} for c in (_darker(st["color"], 0.3), _lighter(st["color"], 0.35), *SPARE)]
+    return out
+
+
+def _style_key(st: dict, colours: bool) -> tuple:
+    """check_distinct's key of a line drawn in style st (colours=True: its colour alone)."""
+    from matplotlib.lines import Line2D
+    key = _line_key(Line2D([], [], color=st["color"], ls=st["ls"], marker=st["marker"]))
+    return key[:1] if colours else key
+
+
+def _free_style(ax, name: str, colours: bool = False) -> dict:
+    """The first of _looks(name) that no data line already in ax has (check_distinct's key; colours=True: the
+    colour alone). So two option sets of one scheme, or a scheme that holds a fixed colour of COLOURS beside
+    that colour's line, are drawn apart where they meet; a seed row keeps its grey."""
+    looks = _looks(name)
+    if len(looks) == 1:
+        return looks[0]
+    taken = {_line_key(ln)[:1] if colours else _line_key(ln) for ln in ax.get_lines()
+             if ln.get_visible() and ln.get_gid() not in EXEMPT}
+    return next((st for st in looks if _style_key(st, colours) not in taken), looks[0])
+
+
+def _line(ax, xs, ys, name, label=None, colours: bool = False, **kw):
+    """One data line in the rule's style, or the first look of it that no line of ax has (_free_style;
+    colours=True where the figure tells lines apart by colour alone); a seed row is thin grey with gid "seed"."""
+    st = _free_style(ax, name, colours)
     opts = {"color": st["color"], "ls": st["ls"], "marker": st["marker"], "ms": 4, "lw": 1.8,
             "label": name if label is None else label}
     if row_names.parse(name).seed:
@@ -362,8 +395,10 @@ FIELD, FIELD_RECIPES = (*schemes.FIELD, "rope_sink", "alibi_sink"), ("drope", "k
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
     fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (FIELD;
-    field_scaled: one of them with a scaling),
-    hybrid (mixed layer layouts), option (every other base variant); a copy-trained row gets "copy_" before its group."""
+    field_scaled: one of them with a scaling), hybrid (mixed layer layouts), option (RoPE's options: rope_theta10,
+    rope_p75, or a scheme with options set that uses RoPE's tables), scheme_option (every other base variant: a
+    scheme file's with options set, kerple_power{p=2}, or a scheme not registered now); a copy-trained row gets
+    "copy_" before its group."""
     r = row_names.parse(name)
     if r.switch in STREAM_SWITCHES:
         group = "streaming"
@@ -375,8 +410,11 @@ def _group(name: str) -> str:
         group = "fixed" if r.fixed else "scaled"
     elif r.base in HYBRIDS:
         group = "hybrid"
-    else:
-        group = "five" if r.base in SCHEMES else "option"
+    elif "{" in r.base:  # beside RoPE's options only if its scheme turns q/k with RoPE's tables
+        scheme = schemes.REGISTRY.get(r.base.partition("{")[0])
+        group = "option" if scheme is not None and scheme.rope_options else "scheme_option"
+    else:  # variants.py names RoPE's options rope_<option>
+        group = "five" if r.base in SCHEMES else "option" if r.base.startswith("rope_") else "scheme_option"
     return ("copy_" if r.copy else "") + group
 
 
@@ -458,8 +496,8 @@ def ppl_vs_length(path, rows, lengths) -> None:
     ends = []
     for r in pick:
         ys = [r[f"ppl_{L}"] for L in lengths]
-        _line(ax, lengths, ys, r["variant"])
-        ends.append((ys[-1], _gloss(r), style(r["variant"])["color"]))
+        line = _line(ax, lengths, ys, r["variant"])
+        ends.append((ys[-1], _gloss(r), line.get_color()))
     _ref(ax, "x", train_len, f"training length {train_len}")
     _log2_x(ax, lengths)
     ax.set_xlim(lengths[0] / 1.15, lengths[-1] * 1.15)
@@ -490,6 +528,7 @@ PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
               ("RoPE + a training-free scaling at a fixed factor", "fixed", ("rope",)),
               ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
               ("RoPE options", "option", ("rope",)),
+              ("other schemes and their options", "scheme_option", ("rope", "alibi")),
               ("hybrid layer layouts", "hybrid", ("rope",)),
               ("StreamingLLM (4 first tokens + the latest) and a plain window, a cache of 256", "streaming",
                ("rope", "alibi")),
@@ -498,7 +537,10 @@ PPL_PANELS = [("the five schemes (other seeds grey)", "five", ()),
               ("the copy-trained family", "copy_five", ()),
               ("the copy-trained family: hybrid layouts", "copy_hybrid", ("rope_copy",)),
               ("the copy-trained family: fine-tunes", "copy_finetune", ("rope_copy", "alibi_copy")),
-              ("the copy-trained family: the field's comparison set", "copy_field", ("rope_copy", "alibi_copy"))]
+              ("the copy-trained family: the field's comparison set", "copy_field", ("rope_copy", "alibi_copy")),
+              ("the copy-trained family: RoPE options", "copy_option", ("rope_copy",)),
+              ("the copy-trained family: other schemes and their options", "copy_scheme_option",
+               ("rope_copy", "alibi_copy"))]
 
 
 def ppl_vs_length_all(path, rows, lengths) -> None:
@@ -655,6 +697,7 @@ CONTEXT_PANELS = [("the five schemes", "five", ()),
                   ("RoPE + a training-free scaling at a fixed factor", "fixed", ("rope",)),
                   ("fine-tuned at 4x the training length", "finetune", ("rope", "alibi")),
                   ("RoPE options", "option", ("rope",)),
+                  ("other schemes and their options", "scheme_option", ("rope", "alibi")),
                   ("hybrid layer layouts", "hybrid", ("rope",)),
                   ("the field's comparison set", "field", ("rope", "alibi")),
                   ("the field's schemes + RoPE's training-free scalings", "field_scaled", ())]
@@ -686,8 +729,8 @@ def context_use(path, rows, meta) -> None:
     ends = []
     for r in pick:
         ys = [r[f"c{c}"] for c in cs]
-        _line(ax, cs, ys, r["variant"], ms=3.5, lw=1.6)
-        ends.append((ys[-1], _gloss_context(r["variant"]), style(r["variant"])["color"]))
+        line = _line(ax, cs, ys, r["variant"], colours=True, ms=3.5, lw=1.6)
+        ends.append((ys[-1], _gloss_context(r["variant"]), line.get_color()))
     _context_axes(ax, cs, target, [train_len])
     _end_labels(ax, cs[-1], ends, log=False, gap=0.05)
     ax.set_xlabel(f"visible context c before the targets (characters); the window, c + {target}, is longer "
@@ -739,8 +782,12 @@ RETRIEVAL_PANELS = [("the five schemes, copy-trained", "copy_five", ()),
                     ("hybrid layer layouts, copy-trained", "copy_hybrid", ("rope_copy",)),
                     ("the field's comparison set, copy-trained", "copy_field", ("rope_copy", "alibi_copy")),
                     ("xPos + RoPE's training-free scalings, copy-trained", "copy_field_scaled", ("xpos_copy",)),
+                    ("RoPE options, copy-trained", "copy_option", ("rope_copy",)),
+                    ("other schemes and their options, copy-trained", "copy_scheme_option",
+                     ("rope_copy", "alibi_copy")),
                     ("text-trained: the five schemes", "five", ()),
                     ("text-trained: RoPE options", "option", ()),
+                    ("text-trained: other schemes and their options", "scheme_option", ()),
                     ("text-trained: fine-tunes", "finetune", ()),
                     ("text-trained: hybrid layer layouts", "hybrid", ()),
                     ("text-trained: the field's comparison set", "field", ())]
@@ -762,7 +809,7 @@ def _retrieval_panel(ax, by, names, title, train_len) -> None:
     for n in names:
         rs = by[n]
         under = first.setdefault(tuple((r["distance"], r["exact"]) for r in rs), n)
-        _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, ms=3.5, lw=1.5,
+        _line(ax, [r["distance"] for r in rs], [r["exact"] for r in rs], n, colours=True, ms=3.5, lw=1.5,
               label=n if under == n else f"{n} (under {under})")
     for L in sorted({by[n][0]["train_len"] for n in names} | {train_len}):
         _ref(ax, "x", L, f"{'training' if L == train_len else 'fine-tune'} length {L}", bottom=True,
@@ -938,10 +985,10 @@ def benchmark(path, L, names, times, memory, device_type: str, title: str) -> No
     groups = ([five] if five else []) + [refs + rest[k:k + step] for k in range(0, len(rest), step)]
     fig, grid = plt.subplots(len(groups), 2, figsize=(11, 4.5 * len(groups)), squeeze=False)
     for (ax_t, ax_m), group in zip(grid, groups):
-        for s in group:  # each scheme in its colour of the shared rule (style)
-            ax_t.plot(L, [times[(s, T)] * 1e3 for T in L], label=s, **style(s))
+        for s in group:  # each scheme in its colour of the shared rule (style), apart from the others (_line)
+            _line(ax_t, L, [times[(s, T)] * 1e3 for T in L], s, ms=6, lw=1.5)
             if memory:
-                ax_m.plot(L, [memory[(s, f"forward {T}")] / MiB for T in L], label=s, **style(s))
+                _line(ax_m, L, [memory[(s, f"forward {T}")] / MiB for T in L], s, ms=6, lw=1.5)
         ax_t.set(title="Forward time of the whole LM, batch 1", ylabel="milliseconds (median)", yscale="log")
         ax_m.set(title="Peak memory of that forward" if memory else "Peak memory: not measured",
                  ylabel="MiB above the baseline (" + ("max_memory_allocated)" if device_type == "cuda" else "ru_maxrss)"))

@@ -23,8 +23,9 @@ Everything before the "+", " (" or " [" is the checkpoint (Row.checkpoint, the f
 
 A scheme's options (schemes.Scheme.options) are written into the base, one {option=value} each,
 in the order given: kerple{p=2}, kerple{p=2}{bias=log}_copy_ft_none (scheme_options reads them;
-values read as true/false, an int, a float, else text). No comma, so a list of names stays
-comma-separated, and no character a file name cannot hold.
+values read as true/false, an int, a float, else text). No character a file name cannot hold.
+On the command line kerple{p=2,bias=log} is an alias of the same row: canonical() writes it
+kerple{p=2}{bias=log}, and split_names() cuts a list of names only at commas outside braces.
 
     parse("rope_copy_ft_yarn")  -> Row(base="rope", copy=True, finetune="yarn")
     parse("rope+ntk(4s)").multiple == 4;  parse("rope+yarn@16").fixed_factor == 16.0
@@ -122,6 +123,19 @@ def scheme_options(base: str) -> tuple:
     if at != len(base) or not scheme:
         raise ValueError(f"{base!r}: options are written <scheme>{{option=value}}{{...}}")
     return scheme, options
+
+
+def canonical(name: str) -> str:
+    """The row name with every {a=1,b=2} written {a=1}{b=2}, the one form results and checkpoints use:
+    canonical("fox{gate_bias=1.0,decay_max=64.0}_copy") == "fox{gate_bias=1.0}{decay_max=64.0}_copy"."""
+    return re.sub(r"\{([^{}]*)\}", lambda m: "".join(f"{{{part}}}" for part in m[1].split(",")), name)
+
+
+def split_names(text: str) -> list:
+    """The names of a comma-separated list (--variants), cut only at commas outside braces, each in its
+    canonical form; empty parts dropped: "rope,fox{gate_bias=1.0,decay_max=64.0}" -> two names."""
+    parts = re.split(r",(?![^{}]*\})", text or "")
+    return [canonical(p) for p in parts if p]
 
 
 def _value(text: str):

@@ -16,22 +16,33 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
     prepare(m, x, offset) -> shared
         Once per forward, x (B, T, C) the input of the first block: work every layer shares (T5's
         bucket table looked up once). Its result reaches every score_bias call of that forward.
-    score_bias(m, x, layer, offset, shared, past) -> (bias, state)
+    score_bias(m, x, layer, offset, shared, past, q, k) -> (bias, state)
         The bias on the scores of one layer: x (B, T, C) the layer's normalised input, queries at
         positions offset .. offset+T-1 (the whole window, or the new tokens in cached decoding),
-        keys 0 .. offset+T-1. bias is None; or a per-key tensor w (B?, H, 1, Tk), standing for the
-        bias w_j - w_i (ALiBi's key form m_h j; attn_sdpa adds the causal mask); or a function
-        bias(a, b, s, e) -> the bias of query rows a..b-1 of this call (positions offset+a ..)
-        against keys s..e-1, broadcastable to
+        keys 0 .. offset+T-1. q (B, H, T, D) are this call's queries and k (B, H, offset+T, D) every
+        key they see, the cached ones first, both as attention will use them (after rotate_qk; CoPE,
+        stick-breaking and selective attention read them). TinyLM passes q and k by keyword, so a hook
+        that does not read them declares q=None, k=None. bias is None; or a per-key tensor
+        w (B?, H, 1, Tk), standing for the bias w_j - w_i (ALiBi's key form m_h j; attn_sdpa adds the
+        causal mask); or a function bias(a, b, s, e) -> the bias of query rows a..b-1 of this call
+        (positions offset+a ..) against keys s..e-1, broadcastable to
         (B, H, b-a, e-s): attn_common.attn_sdpa asks for it one chunk of queries at a time, against
         only the keys that chunk can see. With a causal model it holds -inf at every key after its
         query (attn_common.hide_later_keys writes them; attn_sdpa raises on a bias without them).
         So no caller ever holds a (H, T, T) bias: do per-layer work (a gate's cumulative sums)
-        here, per-chunk work inside the function. past is this layer's state from the KV cache
-        (None on the first call); state is what the cache keeps for the next call.
-    extra_logits(m, q, layer) -> (B?, H, T, n) or None
+        here, per-chunk work inside the function (q[..., a:b, :] against k[..., s:e, :]). past is
+        this hook's state from the KV cache (None on the first call); state is what the cache keeps
+        for the next call.
+    extra_logits(m, x, layer, offset, shared, past, q, k) -> (logits, state)
+        The same arguments and state as score_bias (its own state). logits (B?, H, T, n) or None:
         n logits per query that join the softmax beside the keys and are then dropped (their values
         are 0): the weights of the real keys sum to less than 1. attn_sdpa(extra_logits=...).
+
+In one layer TinyLM calls, in this order: rotate_qk on the new q and k; the cached keys and values
+put before the new ones; score_bias, then extra_logits, on those q and k; attention. input_rows and
+prepare run once per forward, before the first layer. What a hook returns is checked as it arrives
+(check_qk, checked_bias, checked_extra): the wrong layout or shape is a SchemeError naming the scheme
+and the hook, before attention runs.
 
 `layer` is a Layer: index, nope (a NoPE layer of nope_every), window (0: global), rope. A scheme
 decides what a NoPE layer means for it (rope: no rotation; alibi: no bias).
@@ -47,7 +58,8 @@ The rest of the contract (Scheme's fields):
     defaults' types, and row_names writes them into the row name (kerple{p=2}).
   * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
-  * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS.
+  * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS. One that
+    plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
   * Every model takes attention sinks (GPTConfig.sinks: one learned logit per head and layer, through
     the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
 
@@ -55,9 +67,10 @@ A scheme from outside the repository comes in with `--scheme-file PATH` on every
 (load_files: the file is imported, and what it registers is recorded with the file's path and the
 SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one.
 
-Scheme files written to this contract: field_relbias.py (T5's bucketed bias, KERPLE, FIRE), field_xpos.py
-(xPos, rotate_qk with rope_options) and field_fox.py (FoX's forget gate, its sums as cache state,
-causal only) are in the default registry by the last line of this file; examples/kerple_power.py
+Scheme files written to this contract, in field/: field_relbias.py (T5's bucketed bias, KERPLE, FIRE),
+field_xpos.py (xPos, rotate_qk with rope_options) and field_fox.py (FoX's forget gate, its sums as cache
+state, causal only). This module never imports them: tiny_lm.py, above them, does, and so fills the
+default registry from above (they import this module to register). examples/kerple_power.py
 (KERPLE's power kernel) is loaded with --scheme-file (docs/your_scheme.md). DroPE (positions dropped from a trained model) needs no entry:
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 
@@ -121,14 +134,13 @@ class Scheme:
 
 REGISTRY = {}   # name -> Scheme, in registration order
 _LISTENERS = []
-_CHECKS = []      # on_register's checks
 
 
 # A scheme registered without a colour takes the first of these that no registered scheme has (none of
 # them is a colour plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
-# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files: its own panel and page; the README's glance table and headline figure keep the rest.
+# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files in field/: its own panel and page; the README's glance table and headline figure keep the rest.
 FIELD = ("t5", "kerple", "fire", "xpos", "fox")
 
 
@@ -148,8 +160,6 @@ def register(entry: Scheme) -> Scheme:
     if owner:
         raise ValueError(f"scheme {entry.name!r}: colour {entry.colour} is {owner}'s in the figures; "
                          f"give it another (or colour=None for a free one)")
-    for check in _CHECKS:  # what a module above asks of a new scheme (plots: no colour its figures give another line)
-        check(entry)
     bad = [o for o, v in entry.options.items() if not o.isidentifier() or not isinstance(v, (bool, int, float, str))]
     if bad:
         raise ValueError(f"scheme {entry.name!r}: options {bad} need identifier names and bool/int/float/str defaults")
@@ -165,15 +175,6 @@ def unregister(name: str) -> None:
     del REGISTRY[name]
     for listener in _LISTENERS:
         listener()
-
-
-def on_register(check: Callable) -> None:
-    """check(entry) runs now on every registered scheme and then on each new one before it is added;
-    a ValueError (one line) refuses it. How a module above this one adds a rule without this one
-    knowing it (plots: a scheme's colour must not be one the figures give another line)."""
-    for entry in REGISTRY.values():
-        check(entry)
-    _CHECKS.append(check)
 
 
 def on_change(listener: Callable) -> None:
@@ -213,6 +214,10 @@ def load_files(paths) -> list:
 
 FILE_HELP = ("a Python file outside the repository that registers a position scheme (schemes.register); "
              "repeatable. Its scheme and <name>_copy become variants (docs/your_scheme.md)")
+
+
+# the end of every script's "unknown variant" message: where a name not in the registry comes from
+FILE_POINTER = "; a scheme of your own comes in with --scheme-file PATH (docs/your_scheme.md)"
 
 
 def file_flag(parser) -> None:
@@ -267,6 +272,73 @@ def get(name: str) -> Scheme:
     return REGISTRY[name]
 
 
+# ----------------------------------------------------------------------------- what a hook returns, checked
+
+class SchemeError(ValueError):
+    """A hook returned what the contract does not allow: one line naming the scheme and the hook."""
+
+
+def _shape(t) -> str:
+    return f"a {type(t).__name__}" if not torch.is_tensor(t) else f"shape {tuple(t.shape)}"
+
+
+def check_qk(entry: Scheme, out, q_shape, k_shape) -> tuple:
+    """rotate_qk's (q, k), each of the shape it was given, (B, H, T, D); else SchemeError."""
+    ok = isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(t) for t in out)
+    if not ok or out[0].shape != q_shape or out[1].shape != k_shape:
+        got = f"{type(out).__name__}" if not ok else f"q {_shape(out[0])}, k {_shape(out[1])}"
+        raise SchemeError(f"scheme {entry.name!r}: rotate_qk returned {got}; it must return (q, k) as it got them, "
+                          f"(B, H, T, D) = q {tuple(q_shape)}, k {tuple(k_shape)} (docs/your_scheme.md)")
+    return out
+
+
+def _pair(entry: Scheme, hook: str, out) -> tuple:
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise SchemeError(f"scheme {entry.name!r}: {hook} returned {type(out).__name__}; it must return a pair "
+                          f"({'bias' if hook == 'score_bias' else 'logits'}, state), e.g. (None, None)")
+    return out
+
+
+def _fits(t, want: tuple) -> bool:
+    """Does tensor t broadcast to exactly the shape want?"""
+    try:
+        return torch.is_tensor(t) and t.dim() <= len(want) and torch.broadcast_shapes(t.shape, want) == want
+    except RuntimeError:
+        return False
+
+
+def checked_bias(entry: Scheme, out, B: int, H: int, T: int, Tk: int) -> tuple:
+    """score_bias's (bias, state) with bias None, a tensor broadcastable to (B, H, T, Tk) (per key:
+    (B?, H, 1, Tk)), or a function whose every chunk is checked as attention asks for it; else SchemeError."""
+    bias, state = _pair(entry, "score_bias", out)
+    if bias is None:
+        return None, state
+    if callable(bias):
+        def rows(a, b, s, e):  # the scheme's chunk, checked: (B?, H, b-a, e-s)
+            chunk = bias(a, b, s, e)
+            if not _fits(chunk, (B, H, b - a, e - s)):
+                raise SchemeError(f"scheme {entry.name!r}: score_bias's function gave rows {a}..{b - 1} against keys "
+                                  f"{s}..{e - 1} {_shape(chunk)}; it must broadcast to (B, H, b-a, e-s) = "
+                                  f"{(B, H, b - a, e - s)}")
+            return chunk
+        return rows, state
+    if not _fits(bias, (B, H, T, Tk)):
+        raise SchemeError(f"scheme {entry.name!r}: score_bias returned a bias of {_shape(bias)}; it must be None, a "
+                          f"function of the chunk, or broadcast to (B, H, T, Tk) = {(B, H, T, Tk)} (per key: "
+                          f"(B?, H, 1, Tk))")
+    return bias, state
+
+
+def checked_extra(entry: Scheme, out, B: int, H: int, T: int) -> tuple:
+    """extra_logits's (logits, state) with logits None or broadcastable to (B, H, T, n); else SchemeError."""
+    logits, state = _pair(entry, "extra_logits", out)
+    if logits is not None and not (torch.is_tensor(logits) and logits.dim() >= 1 and
+                                   _fits(logits, (B, H, T, logits.shape[-1]))):
+        raise SchemeError(f"scheme {entry.name!r}: extra_logits returned {_shape(logits)}; it must broadcast to "
+                          f"(B, H, T, n) = ({B}, {H}, {T}, n)")
+    return logits, state
+
+
 # ----------------------------------------------------------------------------- the built-in five
 
 def _learned(cfg) -> LearnedPositionalEmbedding:
@@ -284,7 +356,7 @@ def _alibi(cfg) -> ALiBi:
     return ALiBi(cfg.n_head, symmetric=not cfg.causal, causal=cfg.causal)
 
 
-def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past) -> tuple:
+def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past, q=None, k=None) -> tuple:
     """None on a NoPE layer (attn_sdpa's own causal mask then); no cache state. Causal: the key form
     m_h (j - Tk + 1) for keys 0..Tk-1, (H, 1, Tk): -m_h (i - j) less the constant m_h (i - Tk + 1) of each row,
     which softmax ignores; attn_sdpa folds it into q.k in float32 (its size stays near 0 at the last keys).

@@ -19,7 +19,7 @@ import findings
 import row_names
 import schemes
 import tiny_lm
-from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, read_json
+from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_json
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -295,14 +295,15 @@ def field_cost_table(results: Path) -> str:
         if name not in ms or name not in ex:
             continue
         r = ex[name]
-        pos_file = Path(schemes.get(name).pos_file)
-        shared = sum(Path(e.pos_file or "") == pos_file for e in schemes.REGISTRY.values()) > 1
-        lines.append(f"| {name} | {pos_file.name} | {code_lines(pos_file, fence=not shared)} | {r['params_added']:,} | "
+        entry = schemes.get(name)
+        pos_file = Path(entry.pos_file)
+        lines.append(f"| {name} | {pos_file.name} | {code_lines(pos_file, only=own_definitions(entry))} | "
+                     f"{r['params_added']:,} | "
                      f"{ms[name]:.0f} | {ms[name] / ms['rope']:.2f} | "
                      + (f"{mib[name]:.0f} | {mib[name] / mib['rope']:.2f} |" if name in mib and "rope" in mib else "- | - |"))
     lines += ["", f"Code lines: the plain form of the scheme's file (before its first `# ----` fence) without blank "
-              f"lines, comments, docstrings and its self-check; field_relbias.py holds t5, kerple and fire together, "
-              f"so its row counts the whole file. Time and memory: results/benchmark.md (`python benchmark.py`), one "
+              f"lines, comments, docstrings and its self-check; in field_relbias.py, which holds t5, kerple and fire, "
+              f"each counts its own classes and the definitions they use. Time and memory: results/benchmark.md (`python benchmark.py`), one "
               f"forward of the whole tiny LM at batch 1 on {bench['machine'].split(';')[0]}; parameters added to the "
               f"4-layer model, from results/extrapolation.csv."]
     return "\n".join(lines) + "\n"

@@ -43,9 +43,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# the field's schemes (docs/field.md) register themselves when imported: here, above schemes.py, in this order
-import field_relbias, field_xpos, field_fox  # noqa: E401,F401  (t5, kerple, fire; xpos; fox)
 import schemes
+# The field's schemes (docs/field.md) are scheme files in field/, written to schemes.py's contract as a reader's
+# would be; they register themselves when imported: here, above schemes.py, in this order. field/ joins the
+# import path, so after `import tiny_lm` any module may `import field_fox`.
+FIELD_DIR = Path(__file__).resolve().parent / "field"
+if str(FIELD_DIR) not in sys.path:
+    sys.path.append(str(FIELD_DIR))
+import field_relbias, field_xpos, field_fox  # noqa: E401,E402,F401  (t5, kerple, fire; xpos; fox)
 import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim
@@ -196,11 +201,12 @@ def layer_roles(cfg: GPTConfig) -> tuple:
 
 
 class LayerCache(NamedTuple):
-    """One layer's KV cache: keys and values (B, H, Tk, D), as they were written (rotated), and the state
-    the position scheme's score_bias keeps for the next call (None for the built-in schemes)."""
+    """One layer's KV cache: keys and values (B, H, Tk, D), as they were written (rotated), and the states
+    the position scheme's score_bias and extra_logits keep for the next call (None for the built-in schemes)."""
     k: torch.Tensor
     v: torch.Tensor
     state: object = None
+    extra_state: object = None
 
 
 class Attention(nn.Module):
@@ -238,13 +244,21 @@ class Attention(nn.Module):
             q_sink = streaming.requery(q, lambda qq, kk, at: scheme.rotate_qk(module, qq, kk, at, layer),
                                        self.stream[1] - 1)
         if scheme.rotate_qk is not None:  # RoPE and its relatives: turn q and k (never v)
-            q, k = scheme.rotate_qk(module, q, k, offset, layer)
+            q, k = schemes.check_qk(scheme, scheme.rotate_qk(module, q, k, offset, layer), q.shape, k.shape)
         if q_scale is not None:
             q = q * q_scale[:, None].to(q.dtype)  # (B, H, T, D) * (T, 1)
-        bias, state = None, None
+        if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
+            k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
+        # the bias and the extra logits see this call's queries q (B, H, T, D) and every key they attend to,
+        # k (B, H, Tk, D); each keeps its own state in the cache
+        past = (None, None) if kv is None else (kv.state, kv.extra_state)
+        bias, state, extra, extra_state = None, None, None, None
         if scheme.score_bias is not None:  # a function of the chunk: bias(a, b, s, e) -> (B?, H, b-a, e-s)
-            bias, state = scheme.score_bias(module, x, layer, offset, shared, None if kv is None else kv.state)
-        extra = None if scheme.extra_logits is None else scheme.extra_logits(module, q, layer)  # (B?, H, T, n)
+            out = scheme.score_bias(module, x, layer, offset, shared, past[0], q=q, k=k)
+            bias, state = schemes.checked_bias(scheme, out, B, self.n_head, T, k.shape[2])
+        if scheme.extra_logits is not None:  # (B?, H, T, n)
+            out = scheme.extra_logits(module, x, layer, offset, shared, past[1], q=q, k=k)
+            extra, extra_state = schemes.checked_extra(scheme, out, B, self.n_head, T)
         if self.sink is not None:  # (H,) -> (1, H, 1, 1): the same logit for every query of a head
             sink = self.sink.view(1, -1, 1, 1).to(q.dtype)
             if extra is None:
@@ -252,8 +266,6 @@ class Attention(nn.Module):
             else:  # (B?, H, T, n) beside (1, H, 1, 1) -> (B?, H, T, n + 1)
                 lead = torch.broadcast_shapes(extra.shape[:-1], sink.shape[:-1])
                 extra = torch.cat((extra.expand(*lead, extra.shape[-1]), sink.expand(*lead, 1)), dim=-1)
-        if kv is not None:  # cached decoding: prepend the past keys/values (already rotated)
-            k, v = torch.cat((kv.k, k), dim=2), torch.cat((kv.v, v), dim=2)  # (B, H, Tpast+T, D)
         if self.stream is not None and kv is not None:
             raise ValueError("StreamingLLM (set_streaming) scores a whole text in one forward; switch it off "
                              "(set_streaming(None)) before cached decoding")
@@ -264,7 +276,7 @@ class Attention(nn.Module):
             y = attn_sdpa(q, k, v, score_bias=bias, causal=self.causal, window=self.window, q_chunk=self.q_chunk,
                           window_kind=self.window_kind, extra_logits=extra)  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, H, D) -> (B, T, C)
-        return self.out(y), LayerCache(k, v, state)
+        return self.out(y), LayerCache(k, v, state, extra_state)
 
 
 class MLP(nn.Module):

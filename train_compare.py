@@ -35,7 +35,7 @@ import torch.distributed as dist
 import cli
 import copy_mixture
 import long_context
-import plots  # at once: its colour rule checks a --scheme-file's scheme as it registers
+import plots
 import schemes
 import tiny_lm
 from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
@@ -46,7 +46,7 @@ from train_state import (Interrupted, RunConfig, StateError, continue_command, d
 from training import copy_batches, train
 from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
                       QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, from_files,
-                      is_copy, recipe_changes, run_dirs, scheme_file_of, variant_config)
+                      is_copy, names_of, recipe_changes, run_dirs, scheme_file_of, variant_config)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
 
     if args.variants is not None and not args.variants.strip(", "):
         return error("--variants is empty; name variants or a family, or leave the flag out for the defaults")
-    names = [m for n in args.variants.split(",") for m in FAMILIES.get(n, [n])] if args.variants \
+    names = names_of(args.variants) if args.variants \
         else list(PRESETS.get(args.preset, {}).get("variants", DEFAULT_VARIANTS))
     try:  # names the grammar builds from a registered scheme: options, copy twins, fine-tunes
         unknown = admit(names)
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
         return error(f"--variants {args.variants or ','.join(names)}: {e}")
     if unknown:
         return error(f"unknown variant(s) {','.join(unknown)}; known: {','.join(ALL_NAMES)}"
-                     f" and the families {','.join(FAMILIES)}")
+                     f" and the families {','.join(FAMILIES)}{schemes.FILE_POINTER}")
     msg = check_args(args, world, names)
     if msg:
         return error(msg)
@@ -346,6 +346,8 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     try:
         base_tc = settings["copy_train" if name in COPY_OF else "train"]
         model, tc, parent_step = build_variant(name, model_kw, base_tc, args.seed, out, settings.get("rerun"))
+        with torch.no_grad():  # a scheme hook that returns the wrong shape: one line now (draws no random numbers)
+            model(torch.zeros(1, min(8, tc.seq_len), dtype=torch.long, device=next(model.parameters()).device))
         batches = copy_batches(name, tc, train_ids, vocab)
         probe = None if batches is None else long_context.passkey_probe(
             val_ids, copy_mixture.key_ids_of(vocab, copy_mixture.COPY_RECIPE.alphabet), min(200, tc.seq_len // 2))

@@ -149,17 +149,18 @@ def admit(names) -> list:
     _ft_<scaling> for a scheme that uses RoPE's tables. Returns the names that stay unknown; a name that breaks a scheme's
     options or asks a scaling of a scheme without RoPE's tables raises ValueError with one line."""
     unknown = []
-    for name in names:
+    for given in names:
+        name = row_names.canonical(given)  # {a=1,b=2} admits the row {a=1}{b=2}; callers read names by names_of
         if name in ALL_NAMES:
             continue
         try:
             r = row_names.parse(name)
             scheme, options = row_names.scheme_options(r.base)
         except ValueError:
-            unknown.append(name)
+            unknown.append(given)
             continue
         if r.scaling or r.switch or r.seed or r.notemp or scheme not in schemes.REGISTRY:
-            unknown.append(name)
+            unknown.append(given)
             continue
         schemes.options_of(scheme, options)  # raises on an unknown option or a wrong type
         for v in (r.base, f"{r.base}_copy"):
@@ -178,6 +179,19 @@ def admit(names) -> list:
             FINETUNES[name] = _ft(r.variant, kind)
             ALL_NAMES.append(name)
     return unknown
+
+
+def scheme_config(name: str) -> dict:
+    """The GPTConfig fields of a scheme, or of a scheme with its options set, kerple{p=2} ({a=1,b=2} read as
+    {a=1}{b=2}): {"pos": scheme} and, with options, "pos_options". How benchmark.py and breakage_test.py read
+    a scheme name, through admit as every script reads variants; a name that is neither raises ValueError
+    (one line)."""
+    name = row_names.canonical(name)
+    if not admit([name]) and row_names.parse(name).base == name and "pos" in VARIANTS.get(name, {}) and \
+            set(VARIANTS[name]) <= {"pos", "pos_options"}:
+        return dict(VARIANTS[name])
+    raise ValueError(f"{name!r} is not a position scheme or a scheme with options set (kerple{{p=2}}); schemes: "
+                     f"{', '.join(schemes.names())}{schemes.FILE_POINTER}")
 
 
 def scheme_file_of(name: str) -> dict:
@@ -215,6 +229,13 @@ FAMILIES = {
               "fox_copy", "t5_copy", "kerple_copy", "fire_copy", "xpos_copy", "rope_sink_copy", "alibi_sink_copy",
               "rope_copy_ft_drope", "rope_copy_ft_keep", "fox{gate_bias=5.0}_copy"],
 }
+
+
+def names_of(text: str) -> list:
+    """The variants a --variants list names: split at commas outside braces, each in its canonical form
+    (row_names.canonical: fox{gate_bias=1.0,decay_max=64.0} is fox{gate_bias=1.0}{decay_max=64.0}), a family
+    name replaced by its list."""
+    return [m for n in row_names.split_names(text) for m in FAMILIES.get(n, [n])]
 
 
 def is_copy(name: str) -> bool:

@@ -33,6 +33,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 import cli  # noqa: E402
 import pos_rope  # noqa: E402
+import schemes  # noqa: E402
 import tiny_lm  # noqa: E402
 from attn_common import attn  # noqa: E402
 from eval_common import (check_redraw, check_writable, fail, is_repo_results, provenance_of,  # noqa: E402
@@ -371,7 +372,9 @@ def draw_theta(out, data):
 
 
 def parse_args(argv=None):
+    schemes.load_argv(argv)  # --scheme-file first: a checkpoint of its scheme then loads like any other
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    schemes.file_flag(p)
     p.add_argument("--only", default=None, help="comma-separated figure numbers to make (default: all; a figure "
                                                 "asked for here whose checkpoint is missing is an error, not skipped)")
     p.add_argument("--out", default=None,

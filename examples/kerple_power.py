@@ -28,7 +28,7 @@ class KerplePower(nn.Module):
         self.r1 = nn.Parameter(torch.rand(cfg.n_head))     # (H,), U(0, 1)
         self.p = nn.Parameter(torch.rand(cfg.n_head) * 2)  # (H,), U(0, 2)
 
-    def score_bias(self, x, layer, offset, shared, past):
+    def score_bias(self, x, layer, offset, shared, past, q=None, k=None):
         """Per layer: nothing to do (one kernel for all layers). Per chunk: the bias of its queries."""
         if layer.nope:
             return None, None

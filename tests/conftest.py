@@ -294,20 +294,23 @@ REFUSED = [["extrapolation_test.py", "--ckpt-dir", "runs/quick", *QUICK_EVAL, "-
            ["visualize_rope.py", "--only", "4", "--factor", "4", "--out", "results"]]
 
 
-# A scheme from outside the repository (tests/schemes/toy_forget.py, copied beside the copy of the checkout)
-# through every measure with --scheme-file, into runs/plugin: read by tests/test_scheme_file.py. Last, so that
-# the scheme it registers in the one interpreter meets no other command.
-def plugin_commands(scheme_file: Path) -> list:
-    f, out = ["--scheme-file", str(scheme_file)], "runs/plugin"
-    return [["!train_compare.py", "--quick", *f, "--variants", "toy_forget", "--out", out, "--results", f"{out}/results"],
-            ["extrapolation_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", "toy_forget", "--results",
+# Schemes from outside the repository (tests/schemes/toy_forget.py and toy_qk.py, copied beside the copy of the
+# checkout) through every measure with --scheme-file, into runs/plugin: read by tests/test_scheme_file.py. Last,
+# so that the schemes they register in the one interpreter meet no other command.
+def plugin_commands(scheme_files) -> list:
+    f, out, v = [a for p in scheme_files for a in ("--scheme-file", str(p))], "runs/plugin", ",".join(PLUGINS)
+    return [["!train_compare.py", "--quick", *f, "--variants", v, "--out", out, "--results", f"{out}/results"],
+            ["extrapolation_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", v, "--results",
              f"{out}/results", "--scalings", ""],
-            ["long_context_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", "toy_forget", "--results",
+            ["long_context_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", v, "--results",
              f"{out}/results"],
-            ["benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", "rope,toy_forget",
+            ["benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", f"rope,{v}",
              "--results", f"{out}/benchmark"],
-            ["breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", "none,toy_forget",
-             "--lm-pos", "toy_forget", "--out", f"{out}/breakage"]]
+            ["breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", f"none,{v}",
+             "--lm-pos", "toy_qk", "--out", f"{out}/breakage"]]
+
+
+PLUGINS = ("toy_forget", "toy_qk")  # tests/schemes/<name>.py, each registering the scheme of that name
 
 
 @dataclass
@@ -333,8 +336,9 @@ def quick_repo(tmp_path_factory) -> QuickRepo:
     before, files = tree_hashes(repo), repo_files(repo)
     t0 = time.perf_counter()
     snapshot = [["@copy", "runs/quick/results", str(top / "quick_results")]]
-    shutil.copy2(ROOT / "tests" / "schemes" / "toy_forget.py", top / "toy_forget.py")  # outside the checkout
-    plugin = plugin_commands(top / "toy_forget.py")
+    for name in PLUGINS:  # outside the checkout
+        shutil.copy2(ROOT / "tests" / "schemes" / f"{name}.py", top / f"{name}.py")
+    plugin = plugin_commands([top / f"{name}.py" for name in PLUGINS])
     phases = {"start": [["@digest"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot,
               "not_real": NOT_REAL, "refused": REFUSED, "plugin": plugin}
     ran = run_in_one(repo, phases)

@@ -4,8 +4,10 @@ it times keeps ALiBi's numbers: test_pos_alibi.py. No timing is asserted anywher
 benchmark's job).
 """
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 import benchmark
 import tiny_lm
@@ -66,3 +68,26 @@ def test_benchmark_flags_override_quick():
         with pytest.raises(SystemExit) as e:
             benchmark.parse_args(["--quick", *bad])
         assert e.value.code == 2, bad
+
+
+def test_options_set_are_measured_tabulated_and_drawn(tmp_path):
+    """--schemes takes a scheme with options set (t5{scale=2.0}; {a=1,b=2} for two), through variants.admit as
+    every script: each is built with its options, timed, written into the report and drawn; a name that is no
+    scheme is one line and exit 2, with the pointer to --scheme-file."""
+    two = "fox{gate_bias=1.0}{decay_max=64.0}"
+    cfg = benchmark.parse_args(["--quick", "--schemes", "rope,t5{scale=2.0},fox{gate_bias=1.0,decay_max=64.0}"])
+    assert cfg.schemes == ("rope", "t5{scale=2.0}", two), cfg.schemes
+    cfg = benchmark.replace(cfg, lengths=(8,), repeats=1, warmup=0)
+    assert benchmark.make_lm(cfg, two).cfg.pos_options == {"gate_bias": 1.0, "decay_max": 64.0}
+    assert benchmark.make_lm(cfg, "t5{scale=2.0}").cfg.pos_options == {"scale": 2.0}
+    bar, cpu = SimpleNamespace(update=lambda n=1: None), torch.device("cpu")  # forward and hooks measured
+    times, hooks = benchmark.forward_times(cfg, cpu, bar), benchmark.hook_costs(cfg, cpu, bar)
+    made_up = {s: 1.0 + k for k, s in enumerate(("reference", *cfg.schemes))}
+    report = benchmark.build_report(cfg, "test", "cpu", times, {}, hooks, made_up, made_up, ["--quick"])
+    for name in ("t5{scale=2.0}", two):
+        assert f"| {name} |" in report and (name, 8) in times, f"{name} is not in the report"
+    benchmark.plot(cfg, times, {}, tmp_path / "b.png", "cpu")
+    assert (tmp_path / "b.png").is_file()
+    with pytest.raises(SystemExit) as e:
+        benchmark.parse_args(["--quick", "--schemes", "rope,no_such_scheme"])
+    assert e.value.code == 2

@@ -203,3 +203,29 @@ def test_quick_run_writes_its_files(quick_repo):
     settings = json.loads(md.split("## Settings", 1)[1].split("```")[1])
     assert settings["config"] == res["config"], "the settings block is not the run's config"
     assert not list(out.glob("*.tmp")), "a temporary file was left behind"
+
+
+def test_schemes_with_options_set_are_trained_tabulated_and_drawn(tmp_path):
+    """--wo-schemes and --lm-pos take a scheme with options set (t5{scale=2.0}; {a=1,b=2} for two), through
+    variants.admit as every script: each is a cell, causal and bidirectional, built with its options, in the
+    table and the figure in a colour of its own; a name that is no scheme is one line naming its flag."""
+    two = "fox{gate_bias=1.0}{decay_max=64.0}"
+    cfg = bt.parse_args(["--quick", "--wo-schemes", "none,t5{scale=2.0},t5{scale=5.657}", "--lm-pos",
+                         "fox{gate_bias=1.0,decay_max=64.0}", "--out", str(tmp_path)])
+    assert cfg.wo_schemes == ("none", "t5{scale=2.0}", "t5{scale=5.657}") and cfg.lm_pos == two, cfg
+    assert bt.cell_config({"pos": two})["pos_options"] == {"gate_bias": 1.0, "decay_max": 64.0}
+    assert bt.left_out(cfg) == ["no mask / " + two + ": left out, the scheme is causal only (it has no "
+                                "bidirectional form)"], bt.left_out(cfg)
+    cfg = bt.replace(cfg, wo_steps=2, wo_test_pairs=8, wo_schemes=cfg.wo_schemes[1:], wo_n_layer=1)
+    wo = bt.run_word_order(cfg, torch.device("cpu"))
+    cells = [c["cell"] for c in wo["cells"]]
+    assert cells == [f"{m} / t5{{scale={s}}}" for m in ("causal", "bidirectional") for s in ("2.0", "5.657")], cells
+    lm = [{"cell": "causal / " + two, "pos": two, "train_loss": 2.0, "val_loss_teacher_forced": 2.1,
+           "val_loss_left_to_right": 2.2}]
+    bt.make_plot({"word_order": wo, "char_lm": {"cells": lm}}, tmp_path / "b.png")
+    assert (tmp_path / "b.png").is_file()
+    assert bt.plots.style("t5{scale=2.0}")["color"] != bt.plots.style("t5{scale=5.657}")["color"]
+    for flag in ("--wo-schemes", "--lm-pos"):
+        with pytest.raises(SystemExit) as e:
+            bt.parse_args(["--quick", flag, "no_such_scheme"])
+        assert e.value.code == 2, flag

@@ -149,3 +149,40 @@ def test_fixed_factor_scaling():
     assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
     assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
     assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"
+
+
+def test_a_file_of_two_schemes_counts_each_ones_own_lines(tmp_path):
+    """code_lines(only=...) counts a scheme's own definitions and the top-level ones they use, at any depth, not
+    the other scheme's: counted here by hand on a file of two schemes. own_definitions names KerpleLog for
+    kerple (field_relbias.py holds t5, kerple and fire) and nothing for a scheme alone in its file."""
+    src = ('"""Two schemes."""\n'           # 1  docstring
+           "import torch\n"                  # 2  (not used by either: not counted)
+           "EPS = 0.01\n"                    # 3  used by helper
+           "SCALE = 2.0\n"                   # 4  used by B only
+           "\n"
+           "def helper(x):\n"                # 6
+           '    """Doc."""\n'               # 7  docstring
+           "    return x + EPS  # note\n"    # 8
+           "\n"
+           "class A:\n"                      # 10
+           "    def bias(self, x):\n"        # 11
+           "        return helper(x)\n"      # 12
+           "\n"
+           "class B:\n"                      # 14
+           "    def bias(self, x):\n"        # 15
+           "        return x * SCALE\n")     # 16
+    path = tmp_path / "two.py"
+    path.write_text(src, encoding="utf-8")
+    a, b = EC.code_lines(path, only={"A"}), EC.code_lines(path, only={"B"})
+    assert (a, b) == (3 + 2 + 1, 3 + 1), f"A: class 3 + helper 2 + EPS 1 = 6, B: class 3 + SCALE 1 = 4; got {a}, {b}"
+    assert EC.code_lines(path) == 1 + 1 + 1 + 2 + 3 + 3, "the whole file: import, EPS, SCALE, helper 2, A 3, B 3"
+    assert EC.own_definitions(tiny_lm.SCHEMES["kerple"]) == {"KerpleLog"}
+    assert EC.own_definitions(tiny_lm.SCHEMES["rope"]) is None and EC.own_definitions(tiny_lm.SCHEMES["fox"]) is None
+
+
+def test_a_variant_with_two_options_in_one_brace_is_looked_for_under_its_canonical_name(tmp_path, refused):
+    """--variants fox{gate_bias=1.0,decay_max=64.0}: the comma inside the braces does not split the list, and
+    the checkpoint asked for is fox{gate_bias=1.0}{decay_max=64.0}.pt, the name results and checkpoints use."""
+    msg = refused(lambda argv: EC.find_checkpoints(tmp_path, argv[0], "python train_compare.py"),
+                  ["rope,fox{gate_bias=1.0,decay_max=64.0}"])
+    assert "no checkpoint for rope,fox{gate_bias=1.0}{decay_max=64.0} in" in msg, msg

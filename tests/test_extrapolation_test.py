@@ -137,3 +137,11 @@ def test_a_fixed_factor_scaling_row_is_scored_at_its_factor(tmp_path):
     assert (fixed["scaling"], fixed["scaling_factor"]) == ("yarn", "16"), fixed
     assert (window["scaling"], window["scaling_factor"]) == ("yarn", "s"), window
     assert fixed["ppl_32"] != window["ppl_32"], "factor 16 at the training length is not factor 1"
+
+
+def test_an_unknown_variant_points_to_scheme_file(tmp_path, refused):
+    """A name no scheme has: the one line names it and ends by saying how a scheme of one's own comes in."""
+    msg = refused(ET.main, ["--quick", "--ckpt-dir", str(tmp_path), "--variants", "no_such_scheme",
+                            "--results", str(tmp_path / "res")])
+    assert "unknown variant(s) no_such_scheme;" in msg and msg.endswith(
+        "a scheme of your own comes in with --scheme-file PATH (docs/your_scheme.md)"), msg

@@ -1,6 +1,7 @@
 """Each field scheme file, copied alone into an empty folder (field_xpos.py with pos_rope.py beside it, which it
 says it needs), imports with torch and the standard library only and passes its own self-check; nothing of
-the repository is on the path there."""
+the repository is on the path there. In the repository, field_xpos.py runs from its folder too (pos_rope.py
+is one folder up)."""
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ ALONE = {"field_relbias.py": (), "field_fox.py": (), "field_xpos.py": ("pos_rope
 @pytest.mark.parametrize("name", ALONE)
 def test_a_field_file_runs_alone(name, tmp_path):
     for f in (name, *ALONE[name]):
-        shutil.copy2(ROOT / f, tmp_path / f)
+        shutil.copy2(ROOT / ("field" if f.startswith("field_") else "") / f, tmp_path / f)
     # -E -s: no PYTHONPATH, no user site; the script's folder (tmp_path) is the only one of ours on sys.path
     run = subprocess.run([sys.executable, "-E", "-s", name], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
@@ -23,3 +24,9 @@ def test_a_field_file_runs_alone(name, tmp_path):
     oks = [line for line in run.stdout.splitlines() if line.startswith("ok  ")]
     assert len(oks) >= 3, f"{name} alone printed too few self-check lines:\n{run.stdout}"
     assert not (tmp_path / "schemes.py").exists() and "schemes" not in run.stdout
+
+
+def test_field_xpos_runs_in_place():
+    run = subprocess.run([sys.executable, "-E", "-s", str(Path("field") / "field_xpos.py")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.count("ok  ") >= 3, f"exit {run.returncode}\n{run.stderr[-1500:]}"

@@ -16,7 +16,7 @@ from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PATH = Path(__file__).resolve().parent.parent / "field_fox.py"
+PATH = Path(__file__).resolve().parent.parent / "field" / "field_fox.py"
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64}
 
 

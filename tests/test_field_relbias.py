@@ -15,7 +15,7 @@ from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-PATH = Path(__file__).resolve().parent.parent / "field_relbias.py"
+PATH = Path(__file__).resolve().parent.parent / "field" / "field_relbias.py"
 NAMES = ("t5", "kerple", "fire")
 # train_len 16: FIRE's threshold L = 16, so a 40-token window has queries on both sides of it
 KW = {"vocab_size": 20, "n_layer": 2, "n_head": 2, "n_embd": 16, "max_len": 64, "train_len": 16}

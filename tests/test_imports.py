@@ -47,10 +47,16 @@ def test_no_library_module_imports_an_entry_point():
     assert not bad, "a library module must not depend on a script: " + "; ".join(bad)
 
 
+def modules() -> list:
+    """Every module of the repository: the top-level files and the field's scheme files (field/, on the import
+    path once tiny_lm is imported)."""
+    return sorted([*ROOT.glob("*.py"), *(ROOT / "field").glob("*.py")])
+
+
 def graph() -> dict:
-    """{module: the top-level modules of this repository it imports}, for every top-level file."""
-    mods = {p.stem for p in ROOT.glob("*.py")}
-    return {p.stem: imported(p) & mods - {p.stem} for p in ROOT.glob("*.py")}
+    """{module: the repository's modules it imports}, for every one of them."""
+    mods = {p.stem for p in modules()}
+    return {p.stem: imported(p) & mods - {p.stem} for p in modules()}
 
 
 def test_no_import_runs_in_a_circle():
@@ -69,7 +75,24 @@ def test_no_import_runs_in_a_circle():
 
 def test_the_model_floor_reaches_nothing_above_it():
     """The pos files, attn_common, schemes and tiny_lm never import what draws, tabulates, evaluates or runs."""
-    g, floor = graph(), [p.stem for p in ROOT.glob("pos_*.py")] + ["attn_common", "schemes", "tiny_lm"]
+    g = graph()
+    floor = [p.stem for p in ROOT.glob("pos_*.py")] + [p.stem for p in (ROOT / "field").glob("*.py")] + \
+        ["attn_common", "schemes", "tiny_lm"]
     above = {"plots", "tables", "eval_common", "findings"} | entry_points()
     bad = [f"{m} imports {', '.join(sorted(g[m] & above))}" for m in floor if g[m] & above]
     assert not bad, "; ".join(bad)
+
+
+# The model's floor, bottom up (STYLE.md item 22): each tier imports only tiers below it. The contract (schemes.py)
+# knows the built-in pos files, not the field's scheme files; those import the contract; tiny_lm, above them all,
+# imports the scheme files and so fills the registry from above.
+TIERS = (("pos_alibi", "pos_learned", "pos_rope", "pos_sin"), ("attn_common",), ("schemes", "streaming"),
+         ("field_fox", "field_relbias", "field_xpos"), ("tiny_lm",))
+
+
+def test_the_floor_imports_only_downward():
+    g, rank = graph(), {m: i for i, tier in enumerate(TIERS) for m in tier}
+    assert set(rank) <= set(g), f"tiers name modules that do not exist: {sorted(set(rank) - set(g))}"
+    assert {p.stem for p in (ROOT / "field").glob("*.py")} <= set(rank), "a scheme file in field/ outside the tiers"
+    bad = [f"{m} imports {n}" for m in rank for n in sorted(g[m]) if n in rank and rank[n] >= rank[m]]
+    assert not bad, "imports that run up or across the floor: " + "; ".join(bad)

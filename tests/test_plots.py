@@ -10,6 +10,7 @@ import pytest
 
 import plots
 import row_names
+import tiny_lm  # noqa: F401  (registers the field's schemes, whose colours the tests read alone too)
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -335,3 +336,103 @@ def test_benchmark_figure_keeps_every_scheme_and_at_most_8_lines_a_panel(tmp_pat
     for col in range(2):
         drawn = {ln.get_label() for ax in axes[col::2] for ln in _data_lines(ax)}
         assert drawn == set(cfg.schemes), f"column {col}: {sorted(set(cfg.schemes) - drawn)} not drawn"
+
+
+def _sharing_a_slot(scheme: str, option: str, k: int) -> list:
+    """k option sets of one scheme to which style() gives one look (the same hash slot), found by trying values."""
+    by = {}
+    for v in range(2, 200):
+        name = f"{scheme}{{{option}={v}.0}}"
+        by.setdefault(tuple(map(str, plots.style(name).values())), []).append(name)
+    return next(names[:k] for names in by.values() if len(names) >= k)
+
+
+def _draw_every_figure(names, tmp_path) -> None:
+    """Every figure function of plots.py that draws the rows it is given, on made-up numbers for names (text
+    rows) and their copy twins (copy_curves, retrieval): each one's check_distinct must pass."""
+    lengths, cs, ds = [64, 128, 256], [0, 16, 64], [32, 64]
+    rows = [{"variant": n, "train_len": 64, **{f"ppl_{L}": 2 + i + L / 1e3 for L in lengths}} for i, n in enumerate(names)]
+    plots.ppl_vs_length(tmp_path / "p.png", rows, lengths)
+    plots.ppl_vs_length_all(tmp_path / "pa.png", rows, lengths)
+    logs = {n: {"step": [0, 10], "train_loss": [3, 2], "val_loss": [3, 2 + i / 10]} for i, n in enumerate(names)}
+    copies = {f"{n}_copy": {**h, "probe": [{"d32": [0.1, 0.0]}, {"d32": [0.5 + i / 20, 0.2]}]}
+              for i, (n, h) in enumerate(logs.items())}
+    plots.train_curves(tmp_path / "t.png", logs, set())
+    plots.copy_curves(tmp_path / "cc.png", copies)
+    ctx = [{"variant": n, "effective_context": 16, **{f"c{c}": 2 - c / 100 + i / 50 for c in cs}}
+           for i, n in enumerate(names)]
+    plots.context_use(tmp_path / "c.png", ctx, {"contexts": cs, "target_len": 16, "train_len": 64})
+    ret = [{"variant": f"{n}_copy", "distance": d, "exact": 0.9 - d / 100 + i / 50, "train_len": 64, "family": "copy"}
+           for i, n in enumerate(names) for d in ds]
+    plots.retrieval(tmp_path / "r.png", ret, {"key_len": 6, "train_len": 64})
+    times = {(n, T): 1e-3 * T * (i + 1) for i, n in enumerate(names) for T in lengths}
+    memory = {(n, f"forward {T}"): 2 ** 20 * T * (i + 1) for i, n in enumerate(names) for T in lengths}
+    plots.benchmark(tmp_path / "b.png", lengths, names, times, memory, "cpu", "made-up times")
+
+
+def test_option_sets_that_share_a_slot_are_drawn_apart_in_every_figure(tmp_path, checked):
+    """t5 and three option sets of it to which style() gives the same look (the crc32 slot): every figure function
+    draws each in a look of its own (check_distinct passes; context use and retrieval: a colour of its own)."""
+    same = _sharing_a_slot("t5", "scale", 3)
+    assert len({tuple(map(str, plots.style(n).values())) for n in same}) == 1, same  # the rule alone: one look
+    _draw_every_figure(["t5", *same], tmp_path)
+    assert len(checked) == 9, f"{len(checked)} figures checked"
+    for fig in checked:
+        for ax in fig.axes:
+            lines = {ln.get_label().split(" (under")[0]: plots._line_key(ln) for ln in _data_lines(ax)}
+            drawn = [n for n in lines if n.removesuffix("_copy") in same]
+            assert len({lines[n] for n in drawn}) == len(drawn), f"{ax.get_title()!r}: {lines}"
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("colours", [False, True])
+def test_option_sets_that_share_a_slot_are_drawn_apart(k, colours):
+    """The same at the level of the rule: drawn by _line into one axes, as every figure function draws, each of
+    the k option sets gets a look of its own under either rule (colours=True: context use and retrieval tell
+    lines apart by colour alone), and the first keeps style()'s own."""
+    from matplotlib.figure import Figure
+    same = _sharing_a_slot("t5", "scale", k)
+    for names in (["t5", *same], [f"{n}_copy" for n in ("t5", *same)]):
+        ax = Figure().add_subplot()
+        lines = [plots._line(ax, [1, 2], [1, 2], n, colours=colours) for n in names]
+        keys = [plots._line_key(ln)[:1] if colours else plots._line_key(ln) for ln in lines]
+        assert len(set(keys)) == len(keys), dict(zip(names, keys))
+        assert lines[1].get_color() == plots.style(names[1])["color"], "the first option set keeps its own look"
+        plots.check_distinct(ax.figure, colours)
+
+
+def test_a_scheme_holding_a_fixed_colour_is_drawn_apart_where_it_meets_that_line(tmp_path, checked):
+    """A scheme may take a colour plots gives another line (YaRN's): registering it is not refused, and a figure
+    that tells lines apart by colour alone draws it in another colour beside rope+yarn."""
+    import schemes
+    schemes.register(schemes.Scheme("toy_purple", "nothing", colour=plots.COLOURS["yarn"]))
+    try:
+        cs = [0, 16, 64]
+        ctx = [{"variant": n, "effective_context": 16, **{f"c{c}": 2 - c / 100 + i / 50 for c in cs}}
+               for i, n in enumerate(["rope+yarn", "toy_purple"])]
+        plots.context_use(tmp_path / "c.png", ctx, {"contexts": cs, "target_len": 16, "train_len": 64})
+    finally:
+        schemes.unregister("toy_purple")
+    colours = {ln.get_label(): ln.get_color() for ln in _data_lines(checked[0].axes[0])}
+    assert colours["rope+yarn"] == plots.COLOURS["yarn"] and colours["toy_purple"] != plots.COLOURS["yarn"], colours
+
+
+def test_options_of_a_scheme_without_ropes_tables_are_not_drawn_as_ropes_options():
+    """A scheme file's option set (its scheme does not use RoPE's tables) goes to the panel of other schemes and
+    their options; RoPE's own options, and a RoPE-table scheme's option set, stay under 'RoPE options'."""
+    import schemes
+    schemes.register(schemes.Scheme("toy_bias", "score bias", options={"p": 1}))
+    schemes.register(schemes.Scheme("toy_turn", "Q/K rotation", rope_options=True, options={"p": 1}))
+    try:
+        groups = {n: plots._group(n) for n in ("toy_bias{p=2}", "toy_bias{p=2}_copy", "toy_turn{p=2}", "rope_theta10",
+                                               "rope_p75", "toy_bias", "not_loaded_now")}
+        panels = {g: t for t, g, _ in plots._panels(list(groups), plots.PPL_PANELS)}
+    finally:
+        schemes.unregister("toy_bias")
+        schemes.unregister("toy_turn")
+    assert groups == {"toy_bias{p=2}": "scheme_option", "toy_bias{p=2}_copy": "copy_scheme_option",
+                      "toy_turn{p=2}": "option", "rope_theta10": "option", "rope_p75": "option", "toy_bias": "five",
+                      "not_loaded_now": "scheme_option"}, groups
+    assert "RoPE" not in panels["scheme_option"] and "RoPE" not in panels["copy_scheme_option"], panels
+    for spec in (plots.CONTEXT_PANELS, plots.RETRIEVAL_PANELS):
+        assert "RoPE" not in next(t for t, g, _ in spec if g == "scheme_option"), spec

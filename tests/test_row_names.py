@@ -104,3 +104,13 @@ def test_fixed_factor_needs_a_scaling():
 def test_copy_counterpart_names():
     assert [row_names.copy_counterpart(n) for n in ("alibi", "rope+yarn", "rope_ft_yarn", "alibi_ft")] == \
         ["alibi_copy", "rope_copy+yarn", "rope_copy_ft_yarn", "alibi_copy_ft"]
+
+
+def test_options_in_one_brace_are_an_alias_of_the_canonical_row():
+    """{a=1,b=2} names the row {a=1}{b=2}: canonical writes it so, scheme_options reads the same options, and
+    split_names cuts a --variants list only at commas outside braces."""
+    alias, row = "fox{gate_bias=1.0,decay_max=64.0}_copy", "fox{gate_bias=1.0}{decay_max=64.0}_copy"
+    assert row_names.canonical(alias) == row and row_names.canonical(row) == row
+    assert row_names.scheme_options(row_names.parse(row_names.canonical(alias)).base) == \
+        ("fox", {"gate_bias": 1.0, "decay_max": 64.0})
+    assert row_names.split_names(f"rope,{alias},,t5{{scale=2.0}}") == ["rope", row, "t5{scale=2.0}"]

@@ -53,8 +53,9 @@ def toy_loaded(path: Path = TOY, name: str = "toy_forget"):
 # ----------------------------------------------------------------------------- every measure, one flag
 
 def test_a_scheme_file_goes_through_every_measure(quick_repo):
-    """Each command exits 0 and writes the toy's rows into every table and figure, in its own folders; the
-    checkpoint records the file; no file of the repository changes."""
+    """Each command exits 0 and writes both toys' rows (toy_forget: state and init; toy_qk: a bias reading q and k)
+    into every table and figure, in its own folders; the checkpoint records the file; no file of the repository
+    changes."""
     ran = quick_repo.ran["plugin"]
     failed = [f"{r.cmd} exited {r.code}: {r.err[-1500:]}" for r in ran if r.code != "0"]
     assert not failed, "\n".join(failed)
@@ -64,18 +65,19 @@ def test_a_scheme_file_goes_through_every_measure(quick_repo):
     assert ck["extra"]["scheme_file"] == {"path": str(toy), "sha256": hashlib.sha256(toy.read_bytes()).hexdigest()}
     assert ck["config"]["pos_options"] == {"gate_bias": 3.0} and ck["config"]["train_len"] == 64, ck["config"]
     res = out / "results"
-    for name in ("extrapolation", "context_use", "retrieval"):
-        rows = json.loads((res / f"{name}.json").read_text(encoding="utf-8"))["rows"]
-        assert any(r["variant"] == "toy_forget" for r in rows), f"{name}.json has no toy_forget row"
-        assert "| toy_forget |" in (res / f"{name}.md").read_text(encoding="utf-8"), f"{name}.md"
-    bench = (out / "benchmark" / "benchmark.md").read_text(encoding="utf-8")
-    for table in bench.split("\n## ")[1:]:  # forward time, memory, hooks, ratios
-        assert "| toy_forget |" in table, f"benchmark.md, section without the toy:\n{table}"
-    assert "| toy_forget | score_bias |" in bench, bench
-    breakage = (out / "breakage" / "breakage.md").read_text(encoding="utf-8")
-    assert "| causal / toy_forget |" in breakage and \
-        "- bidirectional / toy_forget: left out, the scheme is causal only" in breakage, breakage[:1500]
-    assert "| bidirectional / toy_forget |" not in breakage
+    for toy_name in ("toy_forget", "toy_qk"):
+        for name in ("extrapolation", "context_use", "retrieval"):
+            rows = json.loads((res / f"{name}.json").read_text(encoding="utf-8"))["rows"]
+            assert any(r["variant"] == toy_name for r in rows), f"{name}.json has no {toy_name} row"
+            assert f"| {toy_name} |" in (res / f"{name}.md").read_text(encoding="utf-8"), f"{name}.md"
+        bench = (out / "benchmark" / "benchmark.md").read_text(encoding="utf-8")
+        for table in bench.split("\n## ")[1:]:  # forward time, memory, hooks, ratios
+            assert f"| {toy_name} |" in table, f"benchmark.md, section without {toy_name}:\n{table}"
+        assert f"| {toy_name} | score_bias |" in bench, bench
+        breakage = (out / "breakage" / "breakage.md").read_text(encoding="utf-8")
+        assert f"| causal / {toy_name} |" in breakage and \
+            f"- bidirectional / {toy_name}: left out, the scheme is causal only" in breakage, breakage[:1500]
+        assert f"| bidirectional / {toy_name} |" not in breakage
     figures = [res / f for f in ("train_curves.png", "ppl_vs_length.png", "context_use.png", "retrieval.png")]
     figures += [out / "benchmark" / "benchmark.png", out / "breakage" / "breakage.png"]
     assert all(f.is_file() and f.read_bytes()[:4] == b"\x89PNG" for f in figures), [str(f) for f in figures]
@@ -242,3 +244,103 @@ def test_a_redraw_keeps_the_rows_of_a_scheme_not_loaded(tmp_path):
     assert extrapolation_test.main(["--redraw", "--results", str(res)]) == 0
     text = (res / "extrapolation.md").read_text(encoding="utf-8")
     assert "| toy_forget |" in text and before > 0, text[:600]
+
+
+# ----------------------------------------------------------------------------- a bias that reads q and k
+
+QK = Path(__file__).resolve().parent / "schemes" / "toy_qk.py"
+
+
+def test_a_bias_reads_the_queries_and_keys_attention_uses(tmp_path):
+    """tests/schemes/toy_qk.py, written from the page alone: its chunks equal -m_h sum_{l=j..i} sigmoid(q_i.k_l/sqrt D)
+    computed here from the q and k attention uses (after RoPE's turn would be; here none), row by row; chunks of 3
+    equal one chunk; cached decoding, where k holds the cached keys, equals a full forward; the gradient reaches the
+    q/k projection through the bias; and train_compare --scheme-file trains it."""
+    with toy_loaded(QK, "toy_qk") as entry:
+        torch.manual_seed(0)
+        model = TinyLM(GPTConfig(**KW, pos="toy_qk")).eval()
+        B, H, D = 2, KW["n_head"], KW["n_embd"] // KW["n_head"]
+        q, k = torch.randn(B, H, 5, D), torch.randn(B, H, 9, D)  # 5 new queries at 4..8, keys 0..8
+        with torch.no_grad():
+            model.toy_qk.slope[0] = torch.tensor([0.3, -1.0])
+            rows, state = entry.score_bias(model.toy_qk, torch.randn(B, 5, KW["n_embd"]), schemes.Layer(0, False, 0, None),
+                                           4, None, None, q=q, k=k)
+            got = rows(1, 4, 2, 8)  # queries at 5..7, keys 2..7
+        m = torch.nn.functional.softplus(torch.tensor([0.3, -1.0]))
+        want = torch.full((B, H, 3, 6), -math.inf)
+        for b in range(B):
+            for h in range(H):
+                for r, i in enumerate(range(5, 8)):
+                    for c, j in enumerate(range(2, 8)):
+                        if j <= i:
+                            want[b, h, r, c] = -m[h] * sum(torch.sigmoid(q[b, h, i - 4] @ k[b, h, l] / math.sqrt(D))
+                                                           for l in range(j, i + 1))
+        err = (got - want).abs().nan_to_num(0.0).max().item()
+        assert state is None and torch.equal(got.isinf(), want.isinf()) and err < 1e-5, f"max diff {err:.2e}"
+        ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
+        with torch.no_grad():
+            full = model(ids).logits
+            for blk in model.blocks:
+                blk.attn.q_chunk = 3
+            err = (model(ids).logits - full).abs().max().item()
+            assert err < 1e-5, f"toy_qk: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+            err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
+            assert err < 1e-5, f"toy_qk: cached decoding vs full forward, max logit diff {err:.2e}"
+        model.train()
+        model(ids[:, :-1], ids[:, 1:]).loss.backward()
+        assert model.toy_qk.slope.grad.abs().min() > 0, "no gradient reached the slopes"
+        rc = train_compare.main(["--quick", "--scheme-file", str(QK), "--variants", "toy_qk", "--steps", "3",
+                                 "--eval-every", "3", "--seq-len", "32", "--out", str(tmp_path), "--results",
+                                 str(tmp_path / "res")])
+        assert rc == 0 and (tmp_path / "toy_qk.pt").is_file()
+
+
+def test_what_a_hook_returns_is_checked_with_the_scheme_and_the_hook_named():
+    """A rotate_qk that returns (B, T, H, D), a score_bias whose chunk has the wrong shape, one that returns a bare
+    tensor, a full bias of the wrong length, extra logits of the wrong shape: each a SchemeError (a ValueError)
+    naming the scheme and the hook, raised before attention runs."""
+    def turn_wrong(m, q, k, offset, layer):
+        return q.transpose(1, 2), k.transpose(1, 2)  # (B, T, H, D): the wrong layout
+
+    def chunk_wrong(m, x, layer, offset, shared, past, q=None, k=None):
+        return (lambda a, b, s, e: torch.zeros(b - a + 1, e - s)), None
+
+    def bare(m, x, layer, offset, shared, past, q=None, k=None):
+        return torch.zeros(1, 1, 1, x.shape[1])
+
+    def full_wrong(m, x, layer, offset, shared, past, q=None, k=None):
+        return torch.zeros(KW["n_head"], x.shape[1], x.shape[1] + 1), None
+
+    def extra_wrong(m, x, layer, offset, shared, past, q=None, k=None):
+        return torch.zeros(KW["n_head"] + 1, 1, 1), None
+
+    cases = {"rotate_qk": (dict(rotate_qk=turn_wrong), "rotate_qk returned q shape (2, 12, 2, 8)"),
+             "chunk": (dict(score_bias=chunk_wrong), "score_bias's function gave rows 0..11 against keys 0..11 shape (13, 12)"),
+             "bare": (dict(score_bias=bare), "score_bias returned Tensor; it must return a pair (bias, state)"),
+             "full": (dict(score_bias=full_wrong), "score_bias returned a bias of shape (2, 12, 13)"),
+             "extra": (dict(extra_logits=extra_wrong), "extra_logits returned shape (3, 1, 1)")}
+    for case, (hooks, says) in cases.items():
+        with contextlib.ExitStack() as stack:
+            entry = schemes.register(schemes.Scheme(f"toy_bad_{case}", "nothing", **hooks))
+            stack.callback(schemes.unregister, entry.name)
+            model = TinyLM(GPTConfig(**KW, pos=entry.name)).eval()
+            with pytest.raises(schemes.SchemeError) as e, torch.no_grad():
+                model(torch.zeros(2, 12, dtype=torch.long))
+            msg = str(e.value)
+            assert f"scheme {entry.name!r}: " in msg and says in msg and "\n" not in msg, msg
+
+
+def test_train_compare_says_a_wrong_hook_in_one_line_before_training(tmp_path, capsys):
+    """A scheme file whose bias chunks have the wrong shape: train_compare exits 2 with one line naming the scheme
+    and the hook, and writes no checkpoint."""
+    bad = tmp_path / "bad_bias.py"
+    bad.write_text("import torch\nimport schemes\n\n\ndef bias(m, x, layer, offset, shared, past, q=None, k=None):\n"
+                   "    return (lambda a, b, s, e: torch.zeros(3, 3)), None\n\n\n"
+                   "schemes.register(schemes.Scheme('bad_bias', 'nothing', score_bias=bias))\n", encoding="utf-8")
+    with toy_loaded(bad, "bad_bias"):
+        capsys.readouterr()
+        rc = train_compare.main(["--quick", "--scheme-file", str(bad), "--variants", "bad_bias", "--steps", "2",
+                                 "--seq-len", "32", "--out", str(tmp_path / "ck"), "--results", str(tmp_path / "res")])
+        err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and not (tmp_path / "ck" / "bad_bias.pt").exists(), rc
+    assert err[-1].startswith("error: bad_bias: scheme 'bad_bias': score_bias's function gave rows 0..7"), err

@@ -152,8 +152,9 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
     """GPTConfig asks the registry: an unknown scheme is one line naming the registered ones; RoPE's options
     and nope_every ask the entry what it does, so a new scheme that takes them passes the same checks."""
     with pytest.raises(ValueError) as e:
-        GPTConfig(pos="cope")
-    assert str(e.value) == f"unknown position scheme 'cope'; choose one of {', '.join(schemes.names())}", e.value
+        GPTConfig(pos="no_such_scheme")
+    assert str(e.value) == \
+        f"unknown position scheme 'no_such_scheme'; choose one of {', '.join(schemes.names())}", e.value
     with pytest.raises(ValueError, match="must be a Python identifier not yet registered"):
         schemes.register(Scheme("rope", "again"))
     with registered(Scheme("toy_turn", "Q/K rotation", rotate_qk=scaled_rotation, rope_options=True)):
@@ -225,8 +226,8 @@ class Sinks(nn.Module):
         super().__init__()
         self.logit = nn.Parameter(torch.zeros(cfg.n_layer, cfg.n_head))
 
-    def extra_logits(self, q, layer):
-        return self.logit[layer.index][:, None, None]  # (H,) -> (H, 1, 1): the same for every query
+    def extra_logits(self, x, layer, offset, shared, past, q=None, k=None):
+        return self.logit[layer.index][:, None, None], None  # (H,) -> (H, 1, 1): the same for every query
 
 
 def test_sink_logits_join_the_softmax():

@@ -144,8 +144,8 @@ def test_field_cost_table_reads_the_benchmark_at_its_longest_length_and_divides_
     lines = [ln for ln in tables.field_cost_table(tmp_path).splitlines() if ln.startswith("| ")]
     body = {ln.split(" | ")[0][2:]: ln.split(" | ") for ln in lines[1:]}
     assert list(body) == ["rope", "alibi", "kerple"], list(body)  # fox: not benchmarked
-    whole = str(EC.code_lines(EC.HERE / "field_relbias.py", fence=False))  # a file t5, kerple and fire share: all of it
-    assert body["kerple"][1:] == ["field_relbias.py", whole, "8", "500", "2.50", "100", "1.25 |"], body["kerple"]
+    own = str(EC.code_lines(EC.HERE / "field" / "field_relbias.py", only={"KerpleLog"}))  # a file t5, kerple and fire share
+    assert body["kerple"][1:] == ["field_relbias.py", own, "8", "500", "2.50", "100", "1.25 |"], body["kerple"]
     assert body["rope"][2] == str(EC.code_lines(EC.HERE / "pos_rope.py")), body["rope"]  # plain RoPE, before the fence
     assert body["alibi"][4:] == ["100", "0.50", "-", "- |"], body["alibi"]  # no memory measured: a dash
     bench["config"]["schemes"] = ["rope", "alibi"]

@@ -164,3 +164,13 @@ def test_drope_starts_from_the_parents_weights_without_positions(tmp_path):
         err = (got - want).abs().max().item()
         assert err == 0, f"{parent}_ft_drope: max diff from the parent's weights in a NoPE model {err:.2e}"
         assert (got - parent_out).abs().max() > 1e-4, "the parent's positions must be gone"
+
+
+def test_two_options_in_one_brace_name_the_same_variant():
+    """fox{gate_bias=1.0,decay_max=64.0} on the command line is the variant fox{gate_bias=1.0}{decay_max=64.0}:
+    names_of gives the canonical name, and admit makes that one known, with both options, under no other name."""
+    alias, row = "fox{gate_bias=1.0,decay_max=64.0}", "fox{gate_bias=1.0}{decay_max=64.0}"
+    assert variants.names_of(f"rope,{alias}") == ["rope", row]
+    assert variants.admit([alias]) == [] and variants.admit([row]) == []
+    assert variants.VARIANTS[row] == {"pos": "fox", "pos_options": {"gate_bias": 1.0, "decay_max": 64.0}}
+    assert alias not in variants.VARIANTS and alias not in variants.ALL_NAMES

@@ -140,3 +140,32 @@ def test_visualize_rope_figures_asked_for_must_be_made(quick_ck, tmp_path, refus
     # the default (every figure, default folders): a missing checkpoint skips its figure, with a note
     assert vr.main(["--only", "5", "--ckpt", str(quick_ck / "rope.pt"), *out]) == 0
     assert (tmp_path / "fig" / "rope_attention.png").is_file()
+
+
+def test_a_checkpoint_of_a_scheme_file_loads_with_scheme_file(tmp_path, refused):
+    """Without --scheme-file the checkpoint of a file's scheme is refused with the flag to pass; visualize_rope
+    takes that flag, so with it the checkpoint loads and is refused only for what figure 5 needs (RoPE)."""
+    from pathlib import Path
+
+    import schemes
+    import tiny_lm
+    import variants
+    toy = Path(__file__).resolve().parent / "schemes" / "toy_forget.py"
+    mine = "toy_forget" not in schemes.REGISTRY
+    try:
+        schemes.load_files([toy])
+        model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=1, n_head=2, n_embd=16, max_len=64,
+                                                 pos="toy_forget"))
+        tiny_lm.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, variants.scheme_file_of("toy_forget"))
+        if mine:
+            schemes.unregister("toy_forget")
+            schemes.FILES.pop("toy_forget")
+        argv = ["--only", "5", "--ckpt", str(tmp_path / "t.pt"), "--out", str(tmp_path / "out")]
+        assert f"pass --scheme-file {toy}" in refused(vr.main, argv)
+        msg = refused(vr.main, ["--scheme-file", str(toy), *argv])
+        assert "is not a RoPE model (pos='toy_forget')" in msg, msg
+    finally:
+        if mine and "toy_forget" in schemes.REGISTRY:
+            schemes.unregister("toy_forget")
+        if mine:
+            schemes.FILES.pop("toy_forget", None)

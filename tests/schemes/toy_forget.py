@@ -26,7 +26,7 @@ class ForgetGate(nn.Module):
             nn.init.zeros_(gate.weight)
             nn.init.constant_(gate.bias, cfg.pos_options["gate_bias"])
 
-    def score_bias(self, x, layer, offset, shared, past):
+    def score_bias(self, x, layer, offset, shared, past, q=None, k=None):
         """Per layer: c for the new keys (continuing the cached sums); per chunk: c_i - c_j."""
         c = F.logsigmoid(self.gates[layer.index](x)).transpose(1, 2).cumsum(-1)  # (B, T, H) -> (B, H, T)
         if past is not None:

@@ -50,7 +50,7 @@ All three: no cache state (the bias depends on positions only); a NoPE layer (no
 bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
 FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,kerple,fire`).
 Copied alone it needs torch only (the registration at the bottom runs inside this repository);
-`python field_relbias.py` checks.
+`python field/field_relbias.py` checks.
 """
 import math
 
@@ -113,7 +113,7 @@ class T5RelativeBias(nn.Module):
         bias = self.table(t5_bucket(rel, not self.causal)).T              # (2Tk-1, H) -> (H, 2Tk-1)
         return bias if self.scale == 1.0 else self.scale * bias
 
-    def score_bias(self, x, layer, offset: int, shared, past):
+    def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
         """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1, gathered from shared."""
         if layer.nope:
             return None, None
@@ -145,7 +145,7 @@ class KerpleLog(nn.Module):
         self.r1 = nn.Parameter(torch.rand(n_head) * 2)  # (H,), U(0, 2)
         self.r2 = nn.Parameter(torch.rand(n_head))      # (H,), U(0, 1)
 
-    def score_bias(self, x, layer, offset: int, shared, past):
+    def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
         """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
         if layer.nope:
             return None, None
@@ -202,7 +202,7 @@ class FireLayers(nn.Module):
         self.causal = causal
         self.layers = nn.ModuleList(FIRE(n_head, L_ratio * train_len) for _ in range(n_layer))
 
-    def score_bias(self, x, layer, offset: int, shared, past):
+    def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
         """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
         if layer.nope:
             return None, None

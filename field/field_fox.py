@@ -34,7 +34,7 @@ Conventions:
 
 Not here: the paper's "Pro" block (output gate, QK-norm, key/value shift) and its pruning kernel.
 Here: registered by schemes.py (`--variants fox`). Copied alone it needs torch only (the registration at
-the bottom runs inside this repository); `python field_fox.py` runs the self-check.
+the bottom runs inside this repository); `python field/field_fox.py` runs the self-check.
 """
 import math
 from typing import NamedTuple
@@ -90,7 +90,7 @@ class ForgetGates(nn.Module):
             logit = x.float() @ w.T + b                     # (B, T, C) @ (C, H) -> (B, T, H)
             return F.logsigmoid(logit).transpose(1, 2)      # (B, T, H) -> (B, H, T)
 
-    def score_bias(self, x, layer, offset: int, shared, past):
+    def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
         """Per layer: c of the new tokens, continuing past. Per chunk: query rows a..b-1 (positions
         offset+a ..) against keys s..e-1. Returns (the chunk function, c of every key for the cache)."""
         if layer.nope:
