@@ -32,21 +32,15 @@ and base, centre len(t) // 2 of the sequence, its scale cast to q's dtype (ours 
 end). The paper's blockwise causal attention (BCA, at inference) is not part of this scheme.
 
 Copying the file into another project takes pos_rope.py with it (the rotation is its RotaryEmbedding),
-and torch; the registration at the bottom runs only inside this repository. `python field/field_xpos.py` checks.
+and torch; the registration at the bottom runs only inside this repository. `PYTHONPATH=. python field/field_xpos.py` checks (pos_rope.py on the path).
 Here: registered by schemes.py (`--variants xpos`).
 """
 import math
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-try:
-    from pos_rope import RotaryEmbedding
-except ImportError:  # `python field/field_xpos.py` in the repository: pos_rope.py is one folder up
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pos_rope import RotaryEmbedding
+from pos_rope import RotaryEmbedding
 
 try:  # inside the repository the scheme registers itself (--scheme-file); a copy works without it
     import schemes

@@ -1,7 +1,7 @@
 """Each field scheme file, copied alone into an empty folder (field_xpos.py with pos_rope.py beside it, which it
 says it needs), imports with torch and the standard library only and passes its own self-check; nothing of
-the repository is on the path there. In the repository, field_xpos.py runs from its folder too (pos_rope.py
-is one folder up)."""
+the repository is on the path there. In the repository, field_xpos.py runs in place with the repository on PYTHONPATH."""
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +27,8 @@ def test_a_field_file_runs_alone(name, tmp_path):
 
 
 def test_field_xpos_runs_in_place():
-    run = subprocess.run([sys.executable, "-E", "-s", str(Path("field") / "field_xpos.py")], cwd=ROOT,
+    """As its docstring says: PYTHONPATH=. python field/field_xpos.py, from the repository."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-s", str(Path("field") / "field_xpos.py")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.count("ok  ") >= 3, f"exit {run.returncode}\n{run.stderr[-1500:]}"
