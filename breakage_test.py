@@ -26,14 +26,14 @@ import torch.nn.functional as F
 
 import cli
 import plots
-import row_names
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
 from training import train
-from variants import TrainConfig, run_dirs, scheme_config
+from row_names import canonical, split_names
+from variants import TrainConfig, causal_only, run_dirs, scheme_config, schemes_of_flags
 
 
 NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar",
@@ -201,23 +201,17 @@ def left_out(cfg: BreakConfig) -> list:
     """One line per cell left out, stated in the report: a scheme with no bidirectional form (causal_only)."""
     return [f"{mask} / {pos}: left out, the scheme is causal only (it has no bidirectional form)"
             for mask, poss in (("bidirectional", cfg.wo_schemes), ("no mask", (cfg.lm_pos,))) for pos in poss
-            if schemes.get(scheme_config(pos)["pos"]).causal_only]
+            if causal_only(pos)]
 
 
 def word_order_cells(cfg: BreakConfig):
-    """(label, cell) for every cell, in report order: pos is the scheme as named, options included (kerple{p=2});
-    cell_config gives the GPTConfig fields."""
+    """(label, GPTConfig overrides) for every cell, in report order; pos as named, options included (kerple{p=2})."""
     cells = [(f"{mask} / {pos}", {"pos": pos, "causal": mask == "causal", "n_layer": cfg.wo_n_layer})
              for mask in ("causal", "bidirectional") for pos in cfg.wo_schemes
-             if mask == "causal" or not schemes.get(scheme_config(pos)["pos"]).causal_only]
+             if mask == "causal" or not causal_only(pos)]
     if "none" in cfg.wo_schemes and cfg.wo_n_layer > 1:
         cells.append(("causal / none, 1 layer", {"pos": "none", "causal": True, "n_layer": 1}))
     return cells
-
-
-def cell_config(cell: dict) -> dict:
-    """GPTConfig fields of a cell: its scheme named with options (t5{scale=2.0}) read by variants.scheme_config."""
-    return {**cell, **scheme_config(cell["pos"])}
 
 
 def run_word_order(cfg: BreakConfig, device) -> dict:
@@ -236,7 +230,7 @@ def run_word_order(cfg: BreakConfig, device) -> dict:
             t0 = time.perf_counter()
             torch.manual_seed(seed)
             model = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_head=cfg.wo_n_head, n_embd=cfg.wo_n_embd,
-                                     max_len=8, **cell_config(over)))
+                                     max_len=8, **{**over, **scheme_config(over["pos"])}))
             hist = train(model, None, None, word_order_train_config(cfg, seed), desc=f"seed {seed} {label}",
                          device=device, batches=answer_batches(x_tr, y_tr, cfg.wo_batch))
             ev = evaluate_twins(model, x_te, y_te, unseen, task, device)
@@ -292,11 +286,11 @@ def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
           f"{len(vocab)}; {tc.steps} steps of {tc.batch_size} x {tc.seq_len} per model")
     rows = []
     for causal in (True, False):
-        for pos in (p for p in (cfg.lm_pos, "none") if causal or not schemes.get(scheme_config(p)["pos"]).causal_only):
+        for pos in (p for p in (cfg.lm_pos, "none") if causal or not causal_only(p)):
             label = f"{'causal' if causal else 'no mask'} / {pos}"
             t0 = time.perf_counter()
             torch.manual_seed(cfg.seed)
-            model = TinyLM(GPTConfig(vocab_size=len(vocab), **cfg.lm_model, **cell_config({"pos": pos}), causal=causal,
+            model = TinyLM(GPTConfig(vocab_size=len(vocab), **cfg.lm_model, **scheme_config(pos), causal=causal,
                                      max_len=max(512, tc.seq_len)))
             hist = train(model, train_ids, val_ids, tc, desc=label, device=device)
             ltr = tiny_lm.left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)
@@ -390,32 +384,23 @@ def parse_args(argv=None) -> BreakConfig:
                 ("wo_test_pairs", "swapped-twin test pairs, 2 sentences each")))):
         p.add_argument("--" + flag.replace("_", "-"), type=typ, help=text)
     p.add_argument("--quick", action="store_true", help="tiny models and a few steps: a smoke test, not a result")
-    p.add_argument("--wo-schemes", type=lambda v: tuple(row_names.split_names(v)),
-                   help=f"position schemes for the word-order task, each trained causal and bidirectional "
-                        f"(known: {','.join(tiny_lm.SCHEMES)}; a scheme with options set too, t5{{scale=2.0}})")
+    p.add_argument("--wo-schemes", type=lambda v: tuple(split_names(v)), help="schemes of the word-order task, "
+                   f"each causal and bidirectional ({','.join(tiny_lm.SCHEMES)}; options set too: t5{{scale=2.0}})")
     p.add_argument("--lm-steps", type=cli.integer(1), help=f"training steps per char LM (default "
                    f"{d.lm_train.steps}, {QUICK['lm_train'].steps} with --quick)")
-    p.add_argument("--lm-pos", type=row_names.canonical,
-                   help=f"the position scheme of the char-LM 2x2, the other column is none (one of "
-                        f"{','.join(s for s in tiny_lm.SCHEMES if s != 'none')}, or one with options set)")
+    p.add_argument("--lm-pos", type=canonical, help="the scheme of the char-LM 2x2, the other column none (one of "
+                   f"{','.join(s for s in tiny_lm.SCHEMES if s != 'none')}, or one with options set)")
     p.add_argument("--corpus", help="UTF-8 text for the char LM (default: data/shakespeare.txt)")
     p.add_argument("--redraw", action="store_true", help="train nothing: redraw breakage.md, .png from --out's JSON")
     a = vars(p.parse_args(argv))
     lm_steps, *_ = a.pop("lm_steps"), a.pop("redraw"), a.pop("scheme_file")  # of lm_train; main reads the rest
     cfg = replace(BreakConfig(**(QUICK if a["quick"] else {})), **{k: v for k, v in a.items() if v is not None})
-    if lm_steps is not None:
-        cfg = replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
-    if not cfg.wo_schemes:
-        fail("--wo-schemes: no scheme given; known: " + ",".join(tiny_lm.SCHEMES))
-    if cfg.lm_pos == "none":
-        fail("--lm-pos none: the char-LM 2x2 sets a scheme beside none; choose another")
-    pos = []
-    for flag, names in (("--wo-schemes", cfg.wo_schemes), ("--lm-pos", (cfg.lm_pos,))):
-        try:  # a scheme, or one with options set (t5{scale=2.0}); one line for a name that is neither
-            pos += [scheme_config(s)["pos"] for s in names]
-        except ValueError as e:
-            fail(f"{flag}: {e}")
+    cfg = cfg if lm_steps is None else replace(cfg, lm_train=replace(cfg.lm_train, steps=lm_steps))
+    if not cfg.wo_schemes or cfg.lm_pos == "none":
+        fail("--wo-schemes: no scheme given" if not cfg.wo_schemes else "--lm-pos none: the char-LM 2x2 sets a "
+             "scheme beside none; choose another")
     try:  # results/ holds the repository's own schemes only: a --scheme-file's go to runs/custom/breakage
+        pos = schemes_of_flags({"--wo-schemes": cfg.wo_schemes, "--lm-pos": (cfg.lm_pos,)})  # options set or not
         mine = any(s in schemes.FILES for s in pos) and not cfg.quick
         cfg = replace(cfg, out=custom_out(a["out"], "breakage")) if mine else cfg
     except ValueError as e:

@@ -194,6 +194,23 @@ def scheme_config(name: str) -> dict:
                      f"{', '.join(schemes.names())}{schemes.FILE_POINTER}")
 
 
+def schemes_of_flags(flags: dict) -> list:
+    """The schemes of the names given to each flag, {"--lm-pos": ("t5{scale=2.0}",)} -> ["t5"] (scheme_config);
+    a name that is no scheme raises ValueError, one line naming its flag."""
+    out = []
+    for flag, names in flags.items():
+        try:
+            out += [scheme_config(n)["pos"] for n in names]
+        except ValueError as e:
+            raise ValueError(f"{flag}: {e}") from None
+    return out
+
+
+def causal_only(name: str) -> bool:
+    """Has the scheme of this name (options set or not: t5{scale=2.0}) no bidirectional form?"""
+    return schemes.get(scheme_config(name)["pos"]).causal_only
+
+
 def scheme_file_of(name: str) -> dict:
     """{"scheme_file": {path, sha256}} when the variant's scheme came from a --scheme-file (a checkpoint's extra
     records it; such a run is never a real run of ours), else {}."""

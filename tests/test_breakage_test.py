@@ -213,7 +213,7 @@ def test_schemes_with_options_set_are_trained_tabulated_and_drawn(tmp_path):
     cfg = bt.parse_args(["--quick", "--wo-schemes", "none,t5{scale=2.0},t5{scale=5.657}", "--lm-pos",
                          "fox{gate_bias=1.0,decay_max=64.0}", "--out", str(tmp_path)])
     assert cfg.wo_schemes == ("none", "t5{scale=2.0}", "t5{scale=5.657}") and cfg.lm_pos == two, cfg
-    assert bt.cell_config({"pos": two})["pos_options"] == {"gate_bias": 1.0, "decay_max": 64.0}
+    assert bt.scheme_config(two)["pos_options"] == {"gate_bias": 1.0, "decay_max": 64.0}
     assert bt.left_out(cfg) == ["no mask / " + two + ": left out, the scheme is causal only (it has no "
                                 "bidirectional form)"], bt.left_out(cfg)
     cfg = bt.replace(cfg, wo_steps=2, wo_test_pairs=8, wo_schemes=cfg.wo_schemes[1:], wo_n_layer=1)

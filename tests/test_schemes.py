@@ -328,7 +328,7 @@ class LearnedSlopes(nn.Module):
         self.causal = cfg.causal
         self.log_slope = nn.Parameter(torch.linspace(-1.0, -4.0, cfg.n_head))  # (H,)
 
-    def score_bias(self, x, layer, offset, shared, past):
+    def score_bias(self, x, layer, offset, shared, past, q=None, k=None):
         """-m_h |i - j| for query rows a..b-1 (positions offset+a ..) against keys s..e-1, asked per chunk."""
         if layer.nope:
             return None, None

@@ -171,7 +171,7 @@ def test_cached_forward_equals_full_forward(pos, extra):
             pieces.append(logits)
             t += n
     assert t == 20 and len(cache) == SMALL["n_layer"]
-    k, v, state = cache[0]
+    k, v, state, _ = cache[0]  # keys, values, score_bias state, extra_logits state
     assert k.shape == v.shape == (2, SMALL["n_head"], 20, SMALL["n_embd"] // SMALL["n_head"])
     assert state is None or model.scheme.score_bias is not None, "only a score_bias keeps state in the cache"
     err = max_diff(torch.cat(pieces, dim=1), full)
