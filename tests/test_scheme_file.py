@@ -177,6 +177,21 @@ def test_a_bad_scheme_file_is_one_line(tmp_path, capsys):
         assert e.value.code == 2 and says in err and "\n" not in err, err
 
 
+def chunks_and_cache_agree(model, name: str) -> torch.Tensor:
+    """Its logits on random ids in chunks of 3 queries and through the cache, 9 tokens then one at a time, both
+    against one full forward; returns the ids."""
+    ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(ids).logits
+        for blk in model.blocks:
+            blk.attn.q_chunk = 3
+        err = (model(ids).logits - full).abs().max().item()
+        assert err < 1e-5, f"{name}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+        err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
+        assert err < 1e-5, f"{name}: cached decoding vs full forward, max logit diff {err:.2e}"
+    return ids
+
+
 def test_the_kerple_power_example_is_its_formula_and_trains(tmp_path):
     """docs/your_scheme.md's example, examples/kerple_power.py: its chunks are -r1 |i - j|^p computed here with
     math (-inf after the query; r1 and p held inside their bounds), chunks of 3 equal one chunk, cached decoding
@@ -197,15 +212,7 @@ def test_the_kerple_power_example_is_its_formula_and_trains(tmp_path):
                                for j in range(2, 8)] for i in range(4, 7)] for h in range(2)])
         err = (got - want).abs().nan_to_num(0.0).max().item()
         assert state is None and torch.equal(got.isinf(), want.isinf()) and err < 1e-5, f"max diff {err:.2e}"
-        ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
-        with torch.no_grad():
-            full = model(ids).logits
-            for blk in model.blocks:
-                blk.attn.q_chunk = 3
-            err = (model(ids).logits - full).abs().max().item()
-            assert err < 1e-5, f"kerple_power: chunks of 3 vs one chunk, max logit diff {err:.2e}"
-            err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
-            assert err < 1e-5, f"kerple_power: cached decoding vs full forward, max logit diff {err:.2e}"
+        ids = chunks_and_cache_agree(model, "kerple_power")
         rc = train_compare.main(["--quick", "--scheme-file", str(path), "--variants", "kerple_power", "--steps", "4",
                                  "--eval-every", "2", "--seq-len", "32", "--out", str(tmp_path), "--results",
                                  str(tmp_path / "res")])
@@ -277,15 +284,7 @@ def test_a_bias_reads_the_queries_and_keys_attention_uses(tmp_path):
                                                            for l in range(j, i + 1))
         err = (got - want).abs().nan_to_num(0.0).max().item()
         assert state is None and torch.equal(got.isinf(), want.isinf()) and err < 1e-5, f"max diff {err:.2e}"
-        ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
-        with torch.no_grad():
-            full = model(ids).logits
-            for blk in model.blocks:
-                blk.attn.q_chunk = 3
-            err = (model(ids).logits - full).abs().max().item()
-            assert err < 1e-5, f"toy_qk: chunks of 3 vs one chunk, max logit diff {err:.2e}"
-            err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
-            assert err < 1e-5, f"toy_qk: cached decoding vs full forward, max logit diff {err:.2e}"
+        ids = chunks_and_cache_agree(model, "toy_qk")
         model.train()
         model(ids[:, :-1], ids[:, 1:]).loss.backward()
         assert model.toy_qk.slope.grad.abs().min() > 0, "no gradient reached the slopes"
