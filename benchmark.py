@@ -37,7 +37,7 @@ from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
 from row_names import split_names
-from variants import run_dirs, scheme_config
+from variants import run_dirs, scheme_config, schemes_of_flags
 
 MiB = 2 ** 20
 
@@ -319,7 +319,7 @@ def parse_args(argv=None) -> BenchConfig:
     cfg = replace(BenchConfig(**(QUICK if a.quick else {})), **{"schemes": tuple(tiny_lm.SCHEMES), **given},
                   memory=not a.no_memory)  # every scheme registered now, a --scheme-file's included
     try:
-        pos = [scheme_config(s)["pos"] for s in cfg.schemes]  # one line for a name that is no scheme
+        pos = schemes_of_flags({"--schemes": cfg.schemes})  # one line for a name that is no scheme
         mine = not a.quick and any(s in schemes.FILES for s in pos)  # then runs/custom/benchmark
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:

@@ -118,13 +118,13 @@ def style(name: str) -> dict:
     elif r.scaling:  # a fixed-factor row: its scaling's colour, darker, so that it differs beside the other
         color = _darker(_colour(r.scaling)) if r.fixed else _colour(r.scaling)
     elif "{" in r.base:  # a scheme with options set (fox{gate_bias=5.0}): its scheme's colour, darker, own dash
-        color = _darker(_colour(r.base.partition("{")[0]), OPTION_SHADES[_option_hash(r.base) % 3])
+        color = _option_look(r.base, _option_hash(r.base))[0]
     else:
         color = _colour(r.base + ("_notemp" if r.notemp else ""))
     # a fine-tune shares the dash of the scaling it was tuned with
     ls = DASHES[r.switch] if r.switch else DASHES.get(r.scaling or recipe, "-")
     if ls == "-" and "{" in r.base:
-        ls = OPTION_DASHES[_option_hash(r.base) // 3 % 3]
+        ls = _option_look(r.base, _option_hash(r.base))[1]
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
     if r.scaling and r.base != "rope":
@@ -132,6 +132,13 @@ def style(name: str) -> dict:
     else:
         marker = MARKERS[(finetuned, r.copy)]
     return {"color": color, "ls": ls, "marker": marker}
+
+
+def _option_look(base: str, k: int) -> tuple:
+    """(colour, dash) of slot k of a scheme with options set: its scheme's colour darker by OPTION_SHADES[k mod 3],
+    dash OPTION_DASHES[k div 3 mod 3]; style() takes slot _option_hash(base), _looks the others in turn."""
+    n = len(OPTION_SHADES)
+    return _darker(_colour(base.partition("{")[0]), OPTION_SHADES[k % n]), OPTION_DASHES[k // n % len(OPTION_DASHES)]
 
 
 def _option_hash(base: str) -> int:
@@ -273,10 +280,9 @@ def _looks(name: str) -> list:
         return out
     base = row_names.parse(name).base
     if "{" in base and st["ls"] in OPTION_DASHES:  # an option set drawn in its slot (not a scaled or tuned row)
-        start, n = _option_hash(base) % 9, len(OPTION_SHADES) * len(OPTION_DASHES)
-        own = _colour(base.partition("{")[0])
-        out += [{**st, "color": _darker(own, OPTION_SHADES[k % 3]), "ls": OPTION_DASHES[k // 3 % 3]}
-                for k in ((start + i) % n for i in range(1, n))]
+        n = len(OPTION_SHADES) * len(OPTION_DASHES)
+        out += [{**st, **dict(zip(("color", "ls"), _option_look(base, k)))}
+                for k in (_option_hash(base) + i for i in range(1, n))]
     out += [{**st, "color": c} for c in (_darker(st["color"], 0.3), _lighter(st["color"], 0.35), *SPARE)]
     return out
 
