@@ -46,9 +46,9 @@ SCHEMES = schemes.REGISTRY.keys()  # every registered scheme (a live view: later
 
 
 def headline() -> tuple:
-    """The lines of the headline figure: the schemes (the field's have their own panel: FIELD), RoPE + YaRN
+    """The lines of the headline figure: the schemes (the field's have their own panel: field()), RoPE + YaRN
     without training, RoPE fine-tuned with YaRN."""
-    return (*(s for s in SCHEMES if s not in FIELD), "rope+yarn", "rope_ft_yarn")
+    return (*(s for s in SCHEMES if s not in field()), "rope+yarn", "rope_ft_yarn")
 
 
 MAX_LINES = 8  # a panel holds at most this many data lines (STYLE.md, point 15)
@@ -395,12 +395,17 @@ def _mark_off_axes(ax) -> None:
 HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
 # the field's comparison set: its schemes (field_*.py), the sink models, and DroPE with its
 # control (recipes drope and keep, variants.RECALIBRATIONS)
-FIELD, FIELD_RECIPES = (*schemes.FIELD, "rope_sink", "alibi_sink"), ("drope", "keep", "drope_full", "keep_full")
+FIELD_SINKS, FIELD_RECIPES = ("rope_sink", "alibi_sink"), ("drope", "keep", "drope_full", "keep_full")
+
+
+def field() -> tuple:
+    """The field's rows: its schemes (schemes.field(), every field_*.py) and the sink models."""
+    return (*schemes.field(), *FIELD_SINKS)
 
 
 def _group(name: str) -> str:
     """The panel a row belongs to: five (the schemes), scaled (RoPE + a training-free scaling),
-    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (FIELD;
+    fixed (the same at a fixed factor), finetune, streaming (StreamingLLM and its window), field (field();
     field_scaled: one of them with a scaling), hybrid (mixed layer layouts), option (RoPE's options: rope_theta10,
     rope_p75, or a scheme with options set that uses RoPE's tables), scheme_option (every other base variant: a
     scheme file's with options set, kerple_power{p=2}, or a scheme not registered now); a copy-trained row gets
@@ -408,7 +413,7 @@ def _group(name: str) -> str:
     r = row_names.parse(name)
     if r.switch in STREAM_SWITCHES:
         group = "streaming"
-    elif r.base.partition("{")[0] in FIELD or r.finetune in FIELD_RECIPES:  # fox{gate_bias=5.0}: fox's
+    elif r.base.partition("{")[0] in field() or r.finetune in FIELD_RECIPES:  # fox{gate_bias=5.0}: fox's
         group = "field_scaled" if r.scaling else "field"  # xpos+yarn: a field scheme that takes RoPE's scalings
     elif r.finetune is not None:
         group = "finetune"

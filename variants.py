@@ -239,11 +239,11 @@ FAMILIES = {
     "copy": ["rope_copy", "alibi_copy", "none_copy", "learned_copy", "sin_copy", "irope_copy", "irope_copy_notemp",
              "gemma_hybrid_copy", "hybrid_rope_copy", "rope_copy_ft_yarn", "rope_copy_ft_none", "alibi_copy_ft"],
     "current": ["rope_partial25", "rope_p75", "irope_global", "irope", "gemma_hybrid"],
-    # The field's comparison set (docs/field.md): its schemes (field_relbias.py: t5, kerple, fire; field_xpos.py;
-    # field_fox.py), attention sinks, DroPE and its control; text models first, then the copy models, then
-    # FoX's copy model with x-transformers' gate bias (the control of fox_copy's init).
-    "field": ["t5", "kerple", "fire", "xpos", "fox", "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep",
-              "fox_copy", "t5_copy", "kerple_copy", "fire_copy", "xpos_copy", "rope_sink_copy", "alibi_sink_copy",
+    # The field's comparison set (docs/field.md): its schemes (every field/field_*.py: schemes.field()), attention
+    # sinks, DroPE and its control; text models first, then the copy models, then FoX's copy model with
+    # x-transformers' gate bias (the control of fox_copy's init).
+    "field": [*schemes.field(), "rope_sink", "alibi_sink", "rope_ft_drope", "rope_ft_keep",
+              *(f"{s}_copy" for s in schemes.field()), "rope_sink_copy", "alibi_sink_copy",
               "rope_copy_ft_drope", "rope_copy_ft_keep", "fox{gate_bias=5.0}_copy"],
 }
 
