@@ -9,12 +9,12 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
     returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
     length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
-Writes <results>/benchmark.md and .png (atomically), prints the tables; with a --scheme-file, runs/custom/
-benchmark/ (results/ holds ours only). The tests hold the fast paths to the formulas. Unlike that article's
+Writes <results>/benchmark.md, .json and .png (atomically): results/ only for the full run (every scheme, every
+default), a partial run runs/benchmark/, a --scheme-file's runs/custom/benchmark/. Unlike that article's
 run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/
-    python benchmark.py --quick        # tiny sizes in seconds, a smoke test: runs/quick/benchmark/
+    python benchmark.py --lengths 4096 --schemes rope,alibi,kerple   # a partial run: runs/benchmark/
 """
 import argparse
 import json
@@ -103,8 +103,7 @@ def interleaved(cases: dict, reps: int, warmup: int, device, bar) -> dict:
 
 def forward_times(cfg: BenchConfig, device, bar) -> dict:
     """(scheme, T) -> median seconds of one whole-LM forward, batch 1, no_grad."""
-    models = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}
-    out = {}
+    models, out = {s: make_lm(cfg, s).to(device).eval() for s in cfg.schemes}, {}
     for T in cfg.lengths:
         idx = random_ids(replace(cfg, seed=cfg.seed + T), T).view(1, T).to(device)  # (1, T), its own seed per T
         cases = {s: (lambda m=m: m(idx)) for s, m in models.items()}
@@ -112,8 +111,6 @@ def forward_times(cfg: BenchConfig, device, bar) -> dict:
             out.update({(s, T): sec for s, sec in interleaved(cases, cfg.repeats, cfg.warmup, device, bar).items()})
     return out
 
-
-# ----------------------------------------------------------------------------- memory
 
 def _bytes(out) -> int:
     """Bytes of the tensors a hook returned (a tensor, a tuple of them, or None)."""
@@ -204,9 +201,8 @@ def train_throughput(cfg: BenchConfig, device, bar) -> dict:
 
         def steps(m=m, opt=opt):
             for _ in range(cfg.train_steps):
-                loss = m(x, y).loss
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                m(x, y).loss.backward()
                 torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
                 opt.step()
         cases[name] = steps
@@ -265,18 +261,16 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
     out += ["", f"## Ratios to RoPE at T={Te}", "",
             f"Forward: time and peak memory of the forward above. Evaluation: tiny_lm.window_losses over "
             f"{cfg.eval_windows} windows of {Te}, median of {cfg.eval_repeats}, and its peak memory above the "
-            f"baseline (MiB in the last column).", "",
-            "| scheme | forward time | forward memory | evaluation time | evaluation memory | evaluation MiB |",
-            "|---|---:|---:|---:|---:|---:|"]
+            f"baseline (its MiB in the column after). Training: over NoPE's, below.", "",
+            "| scheme | forward time | forward memory | evaluation time | evaluation memory | evaluation MiB | "
+            "training vs NoPE |", "|---|---:|---:|---:|---:|---:|---:|"]
     ratio = lambda d, s, key: f"{d[(s, key)] / d[('rope', key)]:.2f}" if d and d[("rope", key)] > 0 else "-"
-    for s in cfg.schemes:
-        out.append(f"| {s} | {times[(s, Te)] / times[('rope', Te)]:.2f} | {ratio(memory, s, f'forward {Te}')} | "
-                   f"{ev[s] / ev['rope']:.2f} | {ratio(memory, s, 'eval')} | {mem(s, 'eval')} |")
-    out += ["", "Training throughput ratio vs the SDPA reference (tokens/s of the scheme / of the reference; "
-            f"T={cfg.train_len}, batch {cfg.train_batch}, median of {cfg.train_repeats} x {cfg.train_steps} steps): "
-            + ", ".join(f"{s} {tok_s[s] / ref:.3f}" for s in cfg.schemes)
-            + ". Reference: a second TinyLM(pos=\"none\"), whose attention is one "
-              f"F.scaled_dot_product_attention(is_causal=True) per layer, {ref:,.0f} tokens/s."]
+    out += [f"| {s} | {times[(s, Te)] / times[('rope', Te)]:.2f} | {ratio(memory, s, f'forward {Te}')} | {ev[s] / ev['rope']:.2f} "
+            f"| {ratio(memory, s, 'eval')} | {mem(s, 'eval')} | {tok_s[s] / ref:.3f} |" for s in cfg.schemes]
+    out += ["", "Training throughput ratio vs the SDPA reference (the last column: tokens/s of the scheme / of the "
+            f"reference; T={cfg.train_len}, batch {cfg.train_batch}, median of {cfg.train_repeats} x {cfg.train_steps} "
+            "steps). Reference: a second TinyLM(pos=\"none\"), whose attention is one F.scaled_dot_product_attention"
+            f"(is_causal=True) per layer, {ref:,.0f} tokens/s."]
     return "\n".join(out) + "\n"
 
 
@@ -309,8 +303,8 @@ def parse_args(argv=None) -> BenchConfig:
     flag("threads", "torch intra-op threads (0: torch's default)", type=cli.THREADS)
     flag("device", "auto (cuda, then cpu), or a torch device name", type=str)
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
-    p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/, "
-                                              "or runs/quick/benchmark/ with --quick)")
+    p.add_argument("--results", "--out", help="folder for benchmark.md and .png (default results/; a partial run "
+                                              "runs/benchmark/, --quick runs/quick/benchmark/)")
     p.add_argument("--quick", action="store_true", help="tiny model and lengths: a smoke test, not a result")
     p.add_argument("--redraw", action="store_true", help="measure nothing: rebuild benchmark.md and .png in "
                                                          "--results from its benchmark.json")
@@ -324,6 +318,12 @@ def parse_args(argv=None) -> BenchConfig:
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
         fail(str(e))
+    real = replace(BenchConfig(), schemes=tuple(tiny_lm.SCHEMES))  # what results/ holds: the full run
+    part = [f for f in asdict(real) if f not in ("device", "threads", "results") and getattr(cfg, f) != getattr(real, f)]
+    if part and not a.quick and not mine:  # a partial run never replaces results/benchmark.json
+        if a.results is not None and is_repo_results(Path(a.results)):
+            fail(f"results/ holds the full benchmark; this run sets {', '.join(part)}: drop --results (runs/benchmark/)")
+        cfg = replace(cfg, results=a.results or "runs/benchmark")
     if "rope" not in cfg.schemes:
         fail(f"--schemes must include rope (the ratios are to RoPE's); got {','.join(cfg.schemes)}")
     counts = ("repeats", "train_repeats", "train_steps", "eval_windows", "eval_repeats")

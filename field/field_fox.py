@@ -9,7 +9,9 @@ between key and query:
     bias_ij = sum_{l=j+1..i} log f_l = c_i - c_j,       c_i = sum_{l<=i} log f_l   (-inf where j > i)
 
 bias_ij <= 0 and falls as the gates between j and i close: ALiBi's -m (i - j) with a slope each token
-chooses (constant gates log f = -m give ALiBi's bias). There is no other position signal: the paper's
+chooses (constant gates log f = -m give ALiBi's bias). As ALiBi's, it is a number per key less a number per
+query, c_i, which a softmax over the keys ignores: the hook returns w_j = -c_j, one number per key, and
+attention runs its fused causal kernel with it (attn_common.attn_sdpa's per-key form), no (T, T) bias. There is no other position signal: the paper's
 main FoX model has no RoPE. Causal only (c_i - c_j sums the gates after j up to i).
 
 Conventions:
@@ -62,15 +64,6 @@ def gate_sums(log_f: torch.Tensor, past: torch.Tensor = None):
     return c, torch.cat((past, c), dim=-1)  # (B, H, Tpast + T)
 
 
-def forget_bias(c_q: torch.Tensor, c_k: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
-    """Queries at positions i0.. with sums c_q (B, H, R), keys at j0.. with c_k (B, H, S) -> (B, H, R, S)."""
-    # bias_ij = c_i - c_j = sum_{l=j+1..i} log f_l,  -inf where j > i
-    bias = c_q[..., :, None] - c_k[..., None, :]  # (B, H, R, 1) - (B, H, 1, S) -> (B, H, R, S)
-    i = torch.arange(i0, i0 + bias.shape[-2], device=bias.device)[:, None]  # (R, 1) query positions
-    j = torch.arange(j0, j0 + bias.shape[-1], device=bias.device)[None, :]  # (1, S) key positions
-    return bias.masked_fill(j > i, float("-inf"))
-
-
 class ForgetGates(nn.Module):
     """The forget gates of every layer and head; score_bias is the hook."""
 
@@ -91,18 +84,17 @@ class ForgetGates(nn.Module):
             return F.logsigmoid(logit).transpose(1, 2)      # (B, T, H) -> (B, H, T)
 
     def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
-        """Per layer: c of the new tokens, continuing past. Per chunk: query rows a..b-1 (positions
-        offset+a ..) against keys s..e-1. Returns (the chunk function, c of every key for the cache)."""
+        """Per layer: c of the new tokens, continuing past. Returns (the per-key bias -c of every key,
+        (B, H, 1, offset + T), float32; c of every key for the cache)."""
         if layer.nope:
             return None, None
         if (0 if past is None else past.shape[-1]) != offset:
             raise ValueError(f"fox: the cache holds gate sums of {0 if past is None else past.shape[-1]} keys, "
                              f"but the new tokens start at position {offset}")
         c, keys = gate_sums(self.log_forget(x, layer.index), past)  # (B, H, T), (B, H, offset + T)
-
-        def rows(a, b, s, e):  # float32; attn_sdpa casts it to q's dtype
-            return forget_bias(c[..., a:b], keys[..., s:e], offset + a, s)  # (B, H, b-a, e-s)
-        return rows, keys
+        # bias_ij = c_i - c_j = w_j - w_i with w = -c: one number per key, attention's per-key form (the -inf
+        # after the query comes with it), which it folds into q and k and runs the fused causal kernel on
+        return -keys[..., None, :], keys  # (B, H, 1, offset + T)
 
 
 class Layer(NamedTuple):
@@ -134,22 +126,31 @@ def _build(cfg) -> ForgetGates:
     return ForgetGates(cfg.n_layer, cfg.n_head, cfg.n_embd, bias)
 
 
+def pair_bias(w: torch.Tensor, i0: int) -> torch.Tensor:
+    """The per-key bias w (B, H, 1, Tk) written out for the queries at positions i0 .. Tk - 1: w_j - w_i, -inf where
+    j > i, (B, H, Tk - i0, Tk). What attention computes with it; for reading and checking only."""
+    Tk = w.shape[-1]
+    bias = w - w[..., 0, i0:, None]  # (B, H, 1, Tk) - (B, H, Tk - i0, 1) -> (B, H, Tk - i0, Tk)
+    i = torch.arange(i0, Tk)[:, None]
+    return bias.masked_fill(torch.arange(Tk)[None, :] > i, float("-inf"))
+
+
 def _self_check() -> None:
     x = torch.zeros(1, 5, 8)
     gates = ForgetGates(1, 2, 8, gate_bias=math.log(3))  # w^T x = 0: f = sigmoid(ln 3) = 3/4 everywhere
     layer = Layer(0, False)
-    rows, c = gates.score_bias(x, layer, 0, None, None)
-    got = rows(0, 5, 0, 5)  # (1, 2, 5, 5)
+    w, c = gates.score_bias(x, layer, 0, None, None)
+    got = pair_bias(w, 0)  # (1, 2, 5, 5)
     assert abs(got[0, 0, 2, 0].item() - 2 * math.log(0.75)) < 1e-6 and got[0, 1, 3, 3].item() == 0
     assert torch.isneginf(got[0, 0, 1, 2]) and abs(c[0, 0, 4].item() - 5 * math.log(0.75)) < 1e-5
     print(f"ok  f = 3/4: bias[i=2, j=0] = {got[0, 0, 2, 0].item():.6f} = 2 ln(3/4), bias[i, i] = 0, "
           f"-inf at j > i, c_4 = 5 ln(3/4)")
     torch.manual_seed(0)
     gates, x = ForgetGates(1, 2, 8, init_std=1.0), torch.randn(2, 7, 8)
-    full = gates.score_bias(x, layer, 0, None, None)[0](0, 7, 0, 7)
+    full = pair_bias(gates.score_bias(x, layer, 0, None, None)[0], 0)
     _, past = gates.score_bias(x[:, :4], layer, 0, None, None)
-    rows, keys = gates.score_bias(x[:, 4:], layer, 4, None, past)
-    part = rows(0, 3, 0, 7)
+    w, keys = gates.score_bias(x[:, 4:], layer, 4, None, past)
+    part = pair_bias(w, 4)
     err = (part - full[:, :, 4:]).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
     assert err < 1e-5 and torch.equal(part.isinf(), full[:, :, 4:].isinf()) and keys.shape == (2, 2, 7), err
     print(f"ok  tokens 4..6 with the sums of keys 0..3 as cache state equal rows 4..6 of one call "

@@ -75,6 +75,18 @@ def causal(bias: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
     return bias.masked_fill(j > i, float("-inf"))
 
 
+# A bias of the distance alone, d = i - j, is one row of numbers v_d (T5's, KERPLE's): a chunk's (R, C) bias is
+# a Toeplitz matrix of them. It is cut out of v as a view (unfold: windows of C consecutive distances, one per
+# query) and copied once, so a chunk costs one write per pair instead of the kernel's arithmetic on every pair.
+def toeplitz(v: torch.Tensor, d0: int, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+    """v (H, L): the bias of distance d = i - j at v[:, d + d0] -> that of queries i0..i1-1 on keys j0..j1-1,
+    (H, i1-i0, j1-j0), a new tensor: bias[h, r, c] = v[h, (i0 + r) - (j0 + c) + d0]."""
+    R, C = i1 - i0, j1 - j0
+    lo = i0 - j0 + d0 - (C - 1)  # the smallest index, of row 0 and the last key
+    # win[h, r, m] = v[h, lo + r + m] (a view); key c is m = C - 1 - c, hence the flip (the copy)
+    return v[:, lo:lo + R + C - 1].unfold(-1, C, 1).flip(-1)  # (H, R, C)
+
+
 # ----------------------------------------------------------------------------- T5
 
 def t5_bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int = NUM_BUCKETS,
@@ -107,23 +119,22 @@ class T5RelativeBias(nn.Module):
         nn.init.normal_(self.table.weight, 0.0, n_embd ** -0.5 if scale == 1.0 else 1.0)
 
     def prepare(self, x, offset: int) -> torch.Tensor:
-        """The bias of every relative position rel = -(Tk-1) .. Tk-1 of this forward: (H, 2 Tk - 1)."""
+        """The bias of every distance d = i - j = -(Tk-1) .. Tk-1 of this forward, at d + Tk - 1: (H, 2 Tk - 1);
+        causal: -inf at d < 0 (a later key)."""
         Tk = offset + x.shape[1]
-        rel = torch.arange(1 - Tk, Tk, device=x.device)                   # (2Tk-1,)
+        rel = torch.arange(Tk - 1, -Tk, -1, device=x.device)              # rel = j - i = -d, (2Tk-1,)
         bias = self.table(t5_bucket(rel, not self.causal)).T              # (2Tk-1, H) -> (H, 2Tk-1)
-        return bias if self.scale == 1.0 else self.scale * bias
+        bias = bias if self.scale == 1.0 else self.scale * bias
+        return bias.masked_fill(rel > 0, float("-inf")) if self.causal else bias
 
     def score_bias(self, x, layer, offset: int, shared, past, q=None, k=None):
-        """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1, gathered from shared."""
+        """Per chunk: query rows a..b-1 (positions offset+a ..) against keys s..e-1, cut from shared."""
         if layer.nope:
             return None, None
         Tk = offset + x.shape[1]
 
-        def rows(a, b, s, e):
-            i = torch.arange(offset + a, offset + b, device=x.device)[:, None]  # (b-a, 1)
-            j = torch.arange(s, e, device=x.device)[None, :]                    # (1, e-s)
-            bias = shared[:, j - i + Tk - 1]                                    # (H, b-a, e-s), a new tensor
-            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+        def rows(a, b, s, e):  # (H, b-a, e-s)
+            return toeplitz(shared, Tk - 1, offset + a, offset + b, s, e).to(x.dtype)
         return rows, None
 
 
@@ -150,11 +161,13 @@ class KerpleLog(nn.Module):
         if layer.nope:
             return None, None
 
-        def rows(a, b, s, e):
-            i = torch.arange(offset + a, offset + b, device=x.device, dtype=torch.float32)[:, None]  # (b-a, 1)
-            j = torch.arange(s, e, device=x.device, dtype=torch.float32)[None, :]                    # (1, e-s)
-            bias = kerple_log_bias(i, j, self.r1.float(), self.r2.float())                         # (H, b-a, e-s)
-            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+        Tk = offset + x.shape[1]
+        d = torch.arange(1 - Tk, Tk, device=x.device, dtype=torch.float32)  # every distance i - j, (2Tk-1,)
+        v = kerple_log_bias(d[None, :], torch.zeros(1, 1, device=x.device), self.r1.float(), self.r2.float())[:, 0]
+        v = v.masked_fill(d < 0, float("-inf")) if self.causal else v        # (H, 2Tk-1), at d + Tk - 1
+
+        def rows(a, b, s, e):  # (H, b-a, e-s)
+            return toeplitz(v, Tk - 1, offset + a, offset + b, s, e).to(x.dtype)
         return rows, None
 
 
@@ -167,6 +180,26 @@ def fire_distance(i: torch.Tensor, j: torch.Tensor, c: torch.Tensor, L: torch.Te
     num = torch.log1p((c * (i - j)).abs())                    # (R, S)
     den = torch.log1p((c * torch.maximum(i, L)).abs()) + eps  # (R, 1)
     return num / den                                           # (R, S)
+
+
+# f(u) = proj(relu(fc(u))) takes one number, so it is piecewise linear in u: unit m switches at t_m = -b1_m / w1_m,
+# and between two switches the active units are fixed, f_h(u) = A_h u + B_h with A_h = sum_active w2_hm w1_m and
+# B_h = sum_active w2_hm b1_m + b2_h. Evaluated per (query, key) pair that is a search among W sorted numbers and
+# one multiply-add per head, where the MLP is W multiply-adds into W hidden values and H W back. Differentiable in
+# every weight (which units are active carries no gradient, as relu's own switch does not).
+def mlp_pieces(fc: nn.Linear, proj: nn.Linear) -> tuple:
+    """-> (t (W,) sorted switch points, inf for a unit that never switches; A, B (H, W + 1): slope and intercept
+    of piece k, the u with t[k-1] < u <= t[k])."""
+    w1, b1, w2 = fc.weight[:, 0], fc.bias, proj.weight       # (W,), (W,), (H, W)
+    with torch.no_grad():
+        t = torch.where(w1 != 0, -b1 / w1, torch.full_like(b1, math.inf)).sort().values  # (W,)
+        finite = t.masked_fill(t.isinf(), 0.0)
+        mid = torch.cat((finite[:1] - 1, (finite[:-1] + finite[1:]) / 2, finite[-1:] + 1))  # a u inside each piece
+        mid = torch.where(torch.cat((t.isinf()[:1], t.isinf())), finite.max() + 1, mid)     # pieces past inf: unused
+        on = (mid[:, None] * w1 + b1 > 0).to(w1.dtype)           # (W+1, W): which units each piece has on
+    A = (w2 * w1) @ on.T                                         # (H, W) @ (W, W+1) -> (H, W+1)
+    B = (w2 * b1) @ on.T + proj.bias[:, None]                    # (H, W+1)
+    return t, A, B
 
 
 class FIRE(nn.Module):
@@ -184,12 +217,18 @@ class FIRE(nn.Module):
         return (self.L_scale * self.L0).abs()
 
     def block(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
-        """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0), no mask."""
+        """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0), no mask: f at u, u from
+        fire_distance, cheaper (mlp_pieces, toeplitz); the same numbers to float rounding."""
+        c, L = self.c.float(), self.L.float()
         i = torch.arange(i0, i1, device=self.c.device, dtype=torch.float32)[:, None]  # (R, 1)
-        j = torch.arange(j0, j1, device=self.c.device, dtype=torch.float32)[None, :]  # (1, S)
-        u = fire_distance(i, j, self.c.float(), self.L.float())       # (R, S)
-        h = torch.relu(self.fc(u[..., None].to(self.fc.weight.dtype)))  # (R, S, 1) -> (R, S, W); a float64 model's MLP
-        return self.proj(h).permute(2, 0, 1)                           # (R, S, W) -> (R, S, H) -> (H, R, S)
+        # the numerator psi(i - j) depends on i - j alone: R + S - 1 distances, cut into (R, S)
+        d = torch.arange(i0 - j1 + 1, i1 - j0, device=self.c.device, dtype=torch.float32)  # (R+S-1,)
+        num = toeplitz(torch.log1p((c * d).abs())[None], j1 - 1 - i0, i0, i1, j0, j1)[0]  # (R, S)
+        u = num / (torch.log1p((c * torch.maximum(i, L)).abs()) + FIRE_EPS)  # fire_distance's u, (R, S)
+        t, A, B = mlp_pieces(self.fc, self.proj)   # breakpoints (W,), slopes and intercepts (H, W + 1)
+        k = torch.bucketize(u.to(t.dtype).contiguous(), t)  # the piece of every u, (R, S)
+        # f_h(u) = A_h[k] u + B_h[k]
+        return A[:, k] * u.to(A.dtype) + B[:, k]   # (H, W+1)[:, (R, S)] -> (H, R, S)
 
 
 class FireLayers(nn.Module):

@@ -109,6 +109,14 @@ def _self_check() -> None:
     print("ok  seven tokens decoded one by one, votes as cache state, give one call's bias")
     assert (full[..., 0] == 0).all() and (torch.diagonal(full, dim1=-2, dim2=-1) == 0).all()
     print("ok  the first key and each query's own key are never penalised")
+    q, k = torch.zeros(1, 1, 5, 2), torch.zeros(1, 1, 5, 2)
+    q[0, 0, 1:] = torch.tensor([2.0, 0.0])  # queries 1.. score 2 * 1 / sqrt(2) on key 1
+    k[0, 0, 1] = torch.tensor([1.0, 0.0])
+    rows, _ = Selective().score_bias(None, L, 0, None, None, q=q, k=k)
+    got, s = rows(0, 5, 0, 5)[0, 0, :, 1], math.sqrt(2)
+    assert torch.allclose(got, torch.tensor([float("-inf"), 0.0, 0.0, -s, -2 * s])), got
+    print("ok  key 1, scored sqrt 2 by queries 1..4: query 1's own vote does not count, so queries 3 and 4 "
+          "see -sqrt 2 and -2 sqrt 2")
 
 
 if schemes is not None and __name__ != "__main__":

@@ -172,6 +172,34 @@ def test_per_key_bias_is_the_bias_w_j_minus_w_i(Tq, Tk):
     assert err == 0, f"ALiBi's key form minus its row term vs alibi_bias: {err:.2e}"
 
 
+@pytest.mark.parametrize("before", [False, True])
+def test_subnormals_are_flushed_inside_the_fast_path_and_the_setting_comes_back(monkeypatch, before):
+    """ALiBi's key form at 4096 runs the fused kernel (q with one more dim) with subnormal floats flushed to zero,
+    and after the call the thread flushes exactly as it did before (off, or on as the user set it); the output
+    is the one without flushing, to 1e-6."""
+    if not torch.set_flush_denormal(before) and before:
+        pytest.skip("this CPU cannot flush subnormal floats")
+    seen, sdpa = [], F.scaled_dot_product_attention
+
+    def spy(q, *args, **kw):
+        seen.append((q.shape[-1], attn_common.flushes_denormals()))
+        return sdpa(q, *args, **kw)
+    try:
+        gen = torch.Generator().manual_seed(3)
+        q, k, v = (torch.randn(1, 2, 4096, 8, generator=gen) for _ in range(3))
+        w = pos_alibi.alibi_slopes(2)[:, None, None] * torch.arange(4096.0)  # (H, 1, Tk): m_h j
+        with monkeypatch.context() as mp:
+            mp.setattr(attn_common.F, "scaled_dot_product_attention", spy)
+            got = attn_sdpa(q, k, v, score_bias=w, causal=True)
+        assert seen == [(9, True)], f"(head dim, flushing) of each kernel call: {seen}; want the key form, flushing"
+        assert attn_common.flushes_denormals() == before, f"flushing after the call: want {before} as before it"
+        torch.set_flush_denormal(False)
+        err = (attn_common._attn_sdpa(q, k, v, score_bias=w, causal=True) - got).abs().max().item()
+        assert err < 1e-6, f"flushed vs not: max diff {err:.2e}"
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def test_hide_later_keys_matches_the_causal_mask():
     """hide_later_keys on any block equals that block of the causal mask applied to the whole bias."""
     bias = torch.randn(2, 12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3))

@@ -70,6 +70,19 @@ def test_benchmark_flags_override_quick():
         assert e.value.code == 2, bad
 
 
+def test_a_partial_run_never_writes_results(capsys):
+    """Only the full run (every registered scheme, every default) writes results/: the issue's check command, a
+    subset of schemes at one length, goes to runs/benchmark/, and pointed at results/ it is refused (exit 2)."""
+    assert benchmark.parse_args([]).results == "results"
+    partial = ["--lengths", "4096", "--schemes", "rope,alibi,kerple"]
+    assert benchmark.parse_args(partial).results == "runs/benchmark"
+    assert benchmark.parse_args(["--repeats", "2"]).results == "runs/benchmark"
+    assert benchmark.parse_args([*partial, "--out", "elsewhere"]).results == "elsewhere"
+    with pytest.raises(SystemExit) as e:
+        benchmark.parse_args([*partial, "--results", "results"])
+    assert e.value.code == 2 and "lengths, schemes" in capsys.readouterr().err
+
+
 def test_options_set_are_measured_tabulated_and_drawn(tmp_path):
     """--schemes takes a scheme with options set (t5{scale=2.0}; {a=1,b=2} for two), through variants.admit as
     every script: each is built with its options, timed, written into the report and drawn; a name that is no

@@ -1,5 +1,5 @@
-"""Each field scheme file, copied alone into an empty folder (field_xpos.py with pos_rope.py beside it, which it
-says it needs), imports with torch and the standard library only and passes its own self-check; nothing of
+"""Each field scheme file (every field/field_*.py), copied alone into an empty folder (field_xpos.py with pos_rope.py
+beside it, which it says it needs), imports with torch and the standard library only and passes its own self-check; nothing of
 the repository is on the path there. In the repository, field_xpos.py runs in place with the repository on PYTHONPATH."""
 import os
 import shutil
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ALONE = {"field_relbias.py": (), "field_fox.py": (), "field_xpos.py": ("pos_rope.py",)}
+NEEDS = {"field_xpos.py": ("pos_rope.py",)}  # what a file says it needs beside torch
+ALONE = {p.name: NEEDS.get(p.name, ()) for p in sorted((ROOT / "field").glob("field_*.py"))}
 
 
 @pytest.mark.parametrize("name", ALONE)

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import schemes
+import tiny_lm  # noqa: F401  (puts field/ on the path)
+import field_fox
 from conftest import scheme_file_loaded
 import variants
 from conftest import cached_logits
@@ -52,8 +54,8 @@ def loop_bias(weight, bias, x, H, index):
 
 
 def test_bias_is_the_sum_of_log_gates_between_key_and_query(fox):
-    """The chunk function against a double loop over (i, j): a first call over tokens 0..5, then tokens 6..8 with
-    the first call's sums as cache state, each chunk cut anywhere (rows a..b-1 against keys s..e-1)."""
+    """The per-key bias w_j - w_i against a double loop over (i, j): a first call over tokens 0..5, then tokens 6..8
+    with the first call's sums as cache state."""
     model = model_with_gates()
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 9, KW["n_embd"], generator=g)
@@ -64,11 +66,12 @@ def test_bias_is_the_sum_of_log_gates_between_key_and_query(fox):
         want = loop_bias(w, b, x.double().tolist(), KW["n_head"], index)  # (B, H, 9, 9)
         layer = schemes.Layer(index, False, 0, None)
         with torch.no_grad():
-            rows, past = fox.score_bias(model.fox, x[:, :6], layer, 0, None, None)
+            first, past = fox.score_bias(model.fox, x[:, :6], layer, 0, None, None)
             later, keys = fox.score_bias(model.fox, x[:, 6:], layer, 6, None, past)
         assert past.shape == (2, 2, 6) and keys.shape == (2, 2, 9), (past.shape, keys.shape)
-        for got, ref in ((rows(0, 6, 0, 6), want[:, :, :6, :6]), (rows(2, 5, 1, 4), want[:, :, 2:5, 1:4]),
-                         (later(0, 3, 0, 9), want[:, :, 6:, :]), (later(1, 3, 4, 8), want[:, :, 7:9, 4:8])):
+        assert first.shape == (2, 2, 1, 6) and later.shape == (2, 2, 1, 9), "a per-key bias (B, H, 1, Tk)"
+        rows, later = field_fox.pair_bias(first, 0), field_fox.pair_bias(later, 6)  # w_j - w_i, as attention reads it
+        for got, ref in ((rows, want[:, :, :6, :6]), (later, want[:, :, 6:, :])):
             assert torch.equal(got.isinf(), ref.isinf()), f"layer {index}: -inf exactly where j > i"
             err = (got.double() - ref).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
             assert err < 1e-5, f"layer {index}: chunk vs double loop, max diff {err:.2e}"

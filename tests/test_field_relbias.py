@@ -266,3 +266,28 @@ def test_the_parameters_get_gradients(relbias, name):
         else:  # c, L_scale, fc: somewhere
             g = g.max()
         assert (g > 0).all(), f"{name}.{pname}: no gradient where one is due, |grad| {g.tolist()}"
+
+
+def test_fire_pieces_give_the_mlps_values_and_gradients(relbias):
+    """FIRE.block evaluates f = proj(relu(fc(u))) as a piecewise-linear function (mlp_pieces): on a block inside
+    and one past L its values and the gradients of c, L, fc and proj equal those of the MLP applied to every u
+    (fire_distance), with a unit that never switches (w1 = 0) among them."""
+    import field_relbias as fr
+    fire = model("fire").fire.layers[0]
+    with torch.no_grad():
+        fire.fc.weight[3] = 0.0  # a unit on (or off) for every u
+        fire.fc.bias[3] = 0.4
+    for i0, i1, j0, j1 in ((0, 20, 0, 20), (3000, 3010, 100, 3010)):
+        got = fire.block(i0, i1, j0, j1)
+        i = torch.arange(i0, i1, dtype=torch.float32)[:, None]
+        j = torch.arange(j0, j1, dtype=torch.float32)[None, :]
+        u = fr.fire_distance(i, j, fire.c.float(), fire.L.float())
+        want = fire.proj(torch.relu(fire.fc(u[..., None]))).permute(2, 0, 1)  # the MLP on every pair
+        err = (got - want).abs().max().item()
+        assert err < 1e-5, f"fire rows {i0}..{i1 - 1}: pieces vs the MLP, max diff {err:.2e}"
+        w = torch.randn_like(want)
+        g1 = torch.autograd.grad((got * w).sum(), list(fire.parameters()))
+        g2 = torch.autograd.grad((want * w).sum(), list(fire.parameters()))
+        for (pname, _), a, b in zip(fire.named_parameters(), g1, g2):
+            err = (a - b).abs().max().item() / (1 + b.abs().max().item())
+            assert err < 1e-4, f"fire rows {i0}..{i1 - 1}: {pname}'s gradient, pieces vs the MLP, max rel diff {err:.2e}"
