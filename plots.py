@@ -99,8 +99,9 @@ OPTION_SHADES = (0.4, 0.25, 0.55)
 OPTION_DASHES = ((0, (5, 1.5, 1, 1.5)), (0, (6, 2)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = {(False, False): "o", (True, False): "^", (False, True): "s", (True, True): "D"}  # (fine-tuned, copy)
 SEED_STYLE = {"color": "0.72", "ls": "-", "marker": ""}
-OTHER_SCALED_MARKER = "v"  # a scaling of a scheme other than RoPE (xpos+yarn): RoPE's row has the scaling's colour too
-OTHER_SCALED_COPY_MARKER = "<"  # the same of its copy twin (xpos_copy+yarn)
+# a scaling of a scheme other than RoPE that uses its tables (xpos+yarn, selective+yarn; RoPE's row has the scaling's
+# colour too): a marker per such scheme, in registry order; its copy twin's from the second tuple
+OTHER_SCALED_MARKERS, OTHER_SCALED_COPY_MARKERS = ("v", ">", "P", "X", "h"), ("<", "d", "p", "*", "H")
 EXEMPT = ("ref", "seed")  # gids check_distinct skips
 
 
@@ -128,7 +129,10 @@ def style(name: str) -> dict:
     if r.switch:  # an evaluation switch of a model: its model's colour, lighter, so that it has its own
         color = _lighter(color)
     if r.scaling and r.base != "rope":
-        marker = OTHER_SCALED_COPY_MARKER if r.copy else OTHER_SCALED_MARKER
+        others = [n for n, e in schemes.REGISTRY.items() if e.rope_options and n != "rope"]
+        base = r.base.partition("{")[0]
+        k = others.index(base) if base in others else 0
+        marker = (OTHER_SCALED_COPY_MARKERS if r.copy else OTHER_SCALED_MARKERS)[k % len(OTHER_SCALED_MARKERS)]
     else:
         marker = MARKERS[(finetuned, r.copy)]
     return {"color": color, "ls": ls, "marker": marker}

@@ -82,6 +82,11 @@ def _self_check() -> None:
     w = torch.softmax(z + stick_bias(z, 0, 0), dim=-1)
     assert torch.allclose(w.sum(-1), torch.ones(2, 3, 6)), w.sum(-1)
     print("ok  random scores: the weights with the remainder sum to 1 in every row")
+    A = torch.sigmoid(z[0, 0])  # the product form, written out for row 5
+    want = [A[5, j] * torch.prod(1 - A[5, j + 1:5]) for j in range(5)] + [torch.prod(1 - A[5, :5])]
+    err = (w[0, 0, 5] - torch.stack(want)).abs().max().item()
+    assert err < 1e-6, err
+    print(f"ok  row 5 equals beta_5j prod_(j<l<5) (1 - beta_5l), the remainder on key 5 (max diff {err:.1e})")
 
 
 if schemes is not None and __name__ != "__main__":
