@@ -134,6 +134,21 @@ def cached_logits(model, x, prefix: int):
     return torch.cat(pieces, dim=1), cache
 
 
+def chunks_and_cache_agree(model, name: str) -> torch.Tensor:
+    """Its logits on random ids in chunks of 3 queries and through the cache, 9 tokens then one at a time, both
+    against one full forward; returns the ids."""
+    ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(ids).logits
+        for blk in model.blocks:
+            blk.attn.q_chunk = 3
+        err = (model(ids).logits - full).abs().max().item()
+        assert err < 1e-5, f"{name}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+        err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
+        assert err < 1e-5, f"{name}: cached decoding vs full forward, max logit diff {err:.2e}"
+    return ids
+
+
 @contextlib.contextmanager
 def scheme_file_loaded(path, names):
     """{name: entry} of the schemes a --scheme-file registers, registered inside the block only (their

@@ -9,7 +9,7 @@ import torch
 
 import schemes
 from attn_common import attn_sdpa
-from conftest import cached_logits
+from conftest import chunks_and_cache_agree
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -62,16 +62,7 @@ def test_cope_equals_the_authors_attention():
 
 
 def test_cope_chunks_and_cache_equal_one_forward():
-    m = model()
-    ids = torch.randint(0, 20, (2, 20), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = m(ids).logits
-        err = (cached_logits(m, ids, 7)[0] - full).abs().max().item()
-        assert err < 1e-5, f"cope: cached decoding vs full forward, max logit diff {err:.2e}"
-        for blk in m.blocks:
-            blk.attn.q_chunk = 3
-        err = (m(ids).logits - full).abs().max().item()
-        assert err < 1e-5, f"cope: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+    chunks_and_cache_agree(model(), "cope")
 
 
 def test_cope_tables_learn_from_zero():

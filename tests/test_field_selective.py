@@ -8,7 +8,7 @@ import torch
 
 import schemes
 from attn_common import attn_sdpa
-from conftest import cached_logits
+from conftest import chunks_and_cache_agree
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -54,16 +54,8 @@ def test_selective_equals_the_pseudocode_loop():
 
 def test_selective_chunks_and_cache_equal_one_forward_and_it_turns_like_rope():
     torch.manual_seed(0)
-    m = TinyLM(GPTConfig(**KW)).eval()
-    ids = torch.randint(0, 20, (2, 20), generator=torch.Generator().manual_seed(2))
+    chunks_and_cache_agree(TinyLM(GPTConfig(**KW)).eval(), "selective")
     with torch.no_grad():
-        full = m(ids).logits
-        err = (cached_logits(m, ids, 7)[0] - full).abs().max().item()
-        assert err < 1e-5, f"selective: cached decoding vs full forward, max logit diff {err:.2e}"
-        for blk in m.blocks:
-            blk.attn.q_chunk = 3
-        err = (m(ids).logits - full).abs().max().item()
-        assert err < 1e-5, f"selective: chunks of 3 vs one chunk, max logit diff {err:.2e}"
         torch.manual_seed(0)
         rope = TinyLM(GPTConfig(**{**KW, "pos": "rope"})).eval()
         q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)

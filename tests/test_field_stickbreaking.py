@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import schemes
 from attn_common import attn_sdpa
-from conftest import cached_logits
+from conftest import chunks_and_cache_agree
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,13 +48,4 @@ def test_stickbreaking_equals_the_reference():
 
 def test_stickbreaking_chunks_and_cache_equal_one_forward():
     torch.manual_seed(0)
-    m = TinyLM(GPTConfig(**KW)).eval()
-    ids = torch.randint(0, 20, (2, 20), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = m(ids).logits
-        err = (cached_logits(m, ids, 7)[0] - full).abs().max().item()
-        assert err < 1e-5, f"stickbreaking: cached decoding vs full forward, max logit diff {err:.2e}"
-        for blk in m.blocks:
-            blk.attn.q_chunk = 3
-        err = (m(ids).logits - full).abs().max().item()
-        assert err < 1e-5, f"stickbreaking: chunks of 3 vs one chunk, max logit diff {err:.2e}"
+    chunks_and_cache_agree(TinyLM(GPTConfig(**KW)).eval(), "stickbreaking")

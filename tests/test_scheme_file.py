@@ -23,7 +23,7 @@ import schemes
 import tiny_lm
 import train_compare
 import variants
-from conftest import cached_logits, repo_files
+from conftest import chunks_and_cache_agree, cached_logits, repo_files
 from tiny_lm import CheckpointError, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -175,21 +175,6 @@ def test_a_bad_scheme_file_is_one_line(tmp_path, capsys):
             schemes.load_argv(["--scheme-file", str(path)])
         err = capsys.readouterr().err.strip()
         assert e.value.code == 2 and says in err and "\n" not in err, err
-
-
-def chunks_and_cache_agree(model, name: str) -> torch.Tensor:
-    """Its logits on random ids in chunks of 3 queries and through the cache, 9 tokens then one at a time, both
-    against one full forward; returns the ids."""
-    ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = model(ids).logits
-        for blk in model.blocks:
-            blk.attn.q_chunk = 3
-        err = (model(ids).logits - full).abs().max().item()
-        assert err < 1e-5, f"{name}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
-        err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
-        assert err < 1e-5, f"{name}: cached decoding vs full forward, max logit diff {err:.2e}"
-    return ids
 
 
 def test_the_kerple_power_example_is_its_formula_and_trains(tmp_path):
