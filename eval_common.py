@@ -282,7 +282,12 @@ def code_lines(path: Path, fence: bool = True, only=None) -> int:
     the `if __name__ == "__main__":` block). fence=False: the whole file. only: names of top-level
     definitions (a file of several schemes: one scheme's classes and functions, own_definitions):
     only the lines of those and of the top-level definitions they use, at any depth."""
-    src = path.read_text(encoding="utf-8")
+    return _code_lines(path.read_text(encoding="utf-8"), fence, None if only is None else frozenset(only))
+
+
+@functools.lru_cache(maxsize=None)
+def _code_lines(src: str, fence: bool, only) -> int:
+    """code_lines of a file's text (cached by text: a redraw asks for each scheme's count many times)."""
     cut = next((i for i, line in enumerate(src.splitlines()) if line.startswith("# ---- ")), None) if fence else None
     tree = ast.parse(src)
     doc_lines = set()
@@ -522,6 +527,18 @@ def read_json(path: Path) -> dict:
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         fail(f"{path} is not a JSON results file ({str(e).splitlines()[0]}); move it aside, or write to another "
              f"folder")
+
+
+def read_results(path: Path) -> dict:
+    """read_json, parsed once per version of the file (path, size, mtime) and shared by every caller: read it,
+    never modify it (results/extrapolation.json is 23 MB, and one redraw's tables read it a dozen times)."""
+    st = Path(path).stat() if Path(path).exists() else None
+    return _read_version(Path(path).resolve(), st and (st.st_size, st.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _read_version(path: Path, version) -> dict:
+    return read_json(path)
 
 
 def json_to_redraw(path: Path, command: str) -> dict:

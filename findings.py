@@ -23,7 +23,7 @@ tables.sync_settings writes the table into docs/settings.md and one line per fin
 """
 from pathlib import Path
 
-from eval_common import HERE, read_json
+from eval_common import HERE, read_results
 
 SETTINGS = (("CPU / Shakespeare", "results"), ("CPU / SymPy", "results/sympy"), ("GPU / Shakespeare", "results/gpu"))
 BREAK = 1.2         # ppl@16 L0 / ppl@L0 above this: breaks (tables.glance_table's rule)
@@ -113,7 +113,7 @@ def verdicts(root: Path = HERE) -> dict:
     for fid, _, rule, source in FINDINGS:
         out[fid] = {}
         for label, folder in SETTINGS:
-            rows = read_json(Path(root) / folder / f"{source}.json").get("rows", [])
+            rows = read_results(Path(root) / folder / f"{source}.json").get("rows", [])
             out[fid][label] = rule(rows) if rows else ("not measured", "")
     return out
 

@@ -65,12 +65,11 @@ Keys, `{kind:args}`; the format is the one the page prints:
     kstuck:ROWS         KERPLE's stored r1 and r2 below the 0.01 floor, counted over rows                    0
     gate:ROW:FIELD      FoX's mean -log f per head (FIELD keys, other, keys_over_other), lowest-highest   0.91-1.02
 """
-import functools
 import math
 import re
 from pathlib import Path
 
-from eval_common import HERE, read_json
+from eval_common import HERE, read_results
 from long_context import share_ci
 
 NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?%?"  # what a key's place matches in a page: 4.89, +2.91, 66%, 4,096
@@ -78,12 +77,7 @@ NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?%?"  # what a key's place matches in a page: 4
 
 def _rows(results: Path, name: str) -> dict:
     path = Path(results) / f"{name}.json"
-    return _read(path, path.stat().st_mtime_ns if path.exists() else 0)
-
-
-@functools.lru_cache(maxsize=16)
-def _read(path: Path, mtime: int) -> dict:  # read once per version of the file
-    return read_json(path)
+    return read_results(path)  # shared: read, never modify
 
 
 def _one(rows, what: str, **match) -> dict:

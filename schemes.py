@@ -78,6 +78,7 @@ it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 Importing a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS
 (base and copy variant of the same name), the figures, the tables, breakage_test.py and benchmark.py.
 """
+import functools
 import hashlib
 import importlib.util
 import math
@@ -148,7 +149,13 @@ def field() -> tuple:
     """The field's comparison set (docs/field.md): the registered schemes whose file lies in field/ (tiny_lm
     imports them), in registry order. Its own panel and page; the README's glance table and headline figure
     keep the rest."""
-    return tuple(n for n, e in REGISTRY.items() if e.pos_file and Path(e.pos_file).resolve().parent == FIELD_DIR)
+    return tuple(n for n, e in REGISTRY.items() if e.pos_file and _in_field_dir(e.pos_file))
+
+
+@functools.lru_cache(maxsize=None)
+def _in_field_dir(pos_file: str) -> bool:
+    """Whether a pos file lies in field/ (resolved once per path: figures ask field() thousands of times)."""
+    return Path(pos_file).resolve().parent == FIELD_DIR
 
 
 def register(entry: Scheme) -> Scheme:

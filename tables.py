@@ -19,7 +19,7 @@ import findings
 import row_names
 import schemes
 import tiny_lm
-from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_json
+from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_results
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -48,10 +48,10 @@ def glance_table(results: Path) -> str:
     the copy curriculum), named in its own column: the same passkey at d <= 200 (the curriculum's
     own format and distances) and at d = 512 (beyond the training window); "not measured" where a
     row has no such measurement."""
-    ex = read_json(results / "extrapolation.json")
-    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
+    ex = read_results(results / "extrapolation.json")
+    ctx = {r["variant"]: r for r in read_results(results / "context_use.json").get("rows", [])}
     ret = {}
-    for r in read_json(results / "retrieval.json").get("rows", []):
+    for r in read_results(results / "retrieval.json").get("rows", []):
         ret.setdefault(r["variant"], {})[r["distance"]] = r["exact"]
     rows = {r["variant"]: r for r in ex.get("rows", [])}
     lines = ["| text-trained model | ppl@256 | ppl@4096 | breaks past 256? | uses context beyond 200 chars? | "
@@ -90,10 +90,10 @@ def copy_family_table(results: Path) -> str:
     """The copy family at a glance, from retrieval.json and extrapolation.json ("" without copy
     rows): for each copy-trained row, its text perplexity beside its text-trained counterpart's,
     and the passkey inside the training window (the worst cell at d <= 200) and beyond it."""
-    ex = read_json(results / "extrapolation.json").get("rows", [])
+    ex = read_results(results / "extrapolation.json").get("rows", [])
     ppl = {r["variant"]: r.get(f"ppl_{r['train_len']}") for r in ex if "train_len" in r}
     by = {}
-    for r in read_json(results / "retrieval.json").get("rows", []):
+    for r in read_results(results / "retrieval.json").get("rows", []):
         if r["family"] == "copy":
             by.setdefault(r["variant"], {})[r["distance"]] = r
     if not by:
@@ -128,9 +128,9 @@ def current_models_table(results: Path) -> str:
     and the current models' text-trained rows, ppl at the training length seed by seed (seed 0,
     then the rows of runs/seed1, runs/seed2, ...), ppl@4096 of seed 0, and the loss on fixed
     targets with no context, 192 characters and the longest context measured. "" without rows."""
-    ex_data = read_json(results / "extrapolation.json")
+    ex_data = read_results(results / "extrapolation.json")
     ex, longest = ex_data.get("rows", []), max(ex_data.get("meta", {}).get("lengths", [4096]))
-    ctx = read_json(results / "context_use.json")
+    ctx = read_results(results / "context_use.json")
     by_ctx = {r["variant"]: r for r in ctx.get("rows", [])}
     contexts = ctx.get("meta", {}).get("contexts", [])
     shown = [c for c in (0, 192, max(contexts, default=0)) if c in contexts]
@@ -161,7 +161,7 @@ def text_retrieval_paragraph(results: Path) -> str:
     results/retrieval.json: their best exact match and per-character accuracy (against a uniform guess
     among the key's letters, and the same model's control window), the range of their copy gains, and
     how many gain intervals lie above zero. "" without text rows."""
-    data = read_json(Path(results) / "retrieval.json")
+    data = read_results(Path(results) / "retrieval.json")
     rows = [r for r in data.get("rows", []) if r["family"] == "text"]
     if not rows:
         return ""
@@ -204,10 +204,10 @@ def field_table(results: Path) -> str:
     mean over the seeds run, with their number), at 4096, whether it breaks (the glance table's rule:
     ppl@4096 / ppl@256 > 1.2), its effective context; and its copy twin's exact match, the worst at
     d <= 200 and at each d beyond the window with its Clopper-Pearson interval. "" without a field row."""
-    ex = read_json(results / "extrapolation.json").get("rows", [])
-    ctx = {r["variant"]: r for r in read_json(results / "context_use.json").get("rows", [])}
+    ex = read_results(results / "extrapolation.json").get("rows", [])
+    ctx = {r["variant"]: r for r in read_results(results / "context_use.json").get("rows", [])}
     ret = {}
-    for r in read_json(results / "retrieval.json").get("rows", []):
+    for r in read_results(results / "retrieval.json").get("rows", []):
         ret.setdefault(r["variant"], {})[r["distance"]] = r
     plain, seeds = {}, {}
     for r in ex:
@@ -262,9 +262,9 @@ def field_anchor_table(results: Path) -> str:
     """docs/field.md's independent check: our seed-0 row of each field scheme x-transformers has, and of rope and
     alibi (whose gap is the recipe's, docs/recipe.md), beside x-transformers' seed 0 (anchor_xtransformers.json),
     at 256 and 4096, with ours / theirs at 256 and what differs. "" until a field scheme has an anchor row."""
-    anchor = read_json(Path(results) / "anchor_xtransformers.json")
+    anchor = read_results(Path(results) / "anchor_xtransformers.json")
     theirs = {r["scheme"]: r for r in anchor.get("rows", []) if r.get("seed", 0) == 0}
-    ours = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
+    ours = {r["variant"]: r for r in read_results(Path(results) / "extrapolation.json").get("rows", [])}
     if not any(s in theirs and s in ours for s in schemes.field()):
         return ""
     L0, L1 = anchor["meta"]["lengths"][0], anchor["meta"]["lengths"][-1]
@@ -287,14 +287,14 @@ def field_cost_table(results: Path) -> str:
     core LoC; a file several schemes share, whole, once for each), the parameters it adds (params_added),
     and one forward of the whole model at the longest benchmarked length, time and peak memory, with their
     ratio to RoPE's (benchmark.json). "" until the benchmark has RoPE and a field scheme."""
-    bench = read_json(Path(results) / "benchmark.json")
+    bench = read_results(Path(results) / "benchmark.json")
     if not bench or "rope" not in bench["config"]["schemes"] or \
             not any(s in bench["config"]["schemes"] for s in schemes.field()):
         return ""
     T = bench["config"]["lengths"][-1]
     ms = {s: t * 1e3 for s, L, t in bench["times"] if L == T}
     mib = {s: m / 2 ** 20 for s, what, m in bench["memory"] if what == f"forward {T}"}
-    ex = {r["variant"]: r for r in read_json(Path(results) / "extrapolation.json").get("rows", [])}
+    ex = {r["variant"]: r for r in read_results(Path(results) / "extrapolation.json").get("rows", [])}
     lines = [f"| scheme | file | its code lines | parameters added | forward ms @{T} | / RoPE | "
              f"peak MiB @{T} | / RoPE |", "|---|---|---|---|---|---|---|---|"]
     for name in ("rope", "alibi", *schemes.field()):
@@ -355,12 +355,12 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     anchor=True, the independent anchor's seed 0 (results/anchor_xtransformers.json, last): ppl at
     the first and last scored length for each scheme, the change against the baseline row in brackets, and the ALiBi / RoPE ratio
     at the training length where both were scored. "" when there is no ablation."""
-    data = read_json(Path(results) / "recipe_ablation.json")
+    data = read_results(Path(results) / "recipe_ablation.json")
     if not data:
         return ""
     # other seeds: recipe_seeds_table; the field's schemes (t5's controls): docs/field.md's anchor section
     rows = [dict(r) for r in data["rows"] if row_seed(r) == 0 and r["scheme"].partition("{")[0] not in schemes.field()]
-    other = read_json(Path(results) / "anchor_xtransformers.json") if anchor else {}
+    other = read_results(Path(results) / "anchor_xtransformers.json") if anchor else {}
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns
         ablated = {r["scheme"] for r in rows}  # the field's anchors (t5, xpos, fox) have docs/field.md's table
@@ -410,7 +410,7 @@ def main_seeds(results: Path, L0: int) -> dict:
     results/extrapolation.json (rows rope, rope [seed1], ...: the checkpoint rope of runs/main,
     runs/seed1, ...), without scaled or switched rows."""
     out = {}
-    for r in (read_json(Path(results) / "extrapolation.json") or {}).get("rows", []):
+    for r in (read_results(Path(results) / "extrapolation.json") or {}).get("rows", []):
         row = row_names.parse(r["variant"])
         seed = row.seed.removeprefix("seed") or "0"  # "" for runs/main: seed 0
         if not row.scaling and not row.switch and seed.isdigit() and f"ppl_{L0}" in r:
@@ -423,7 +423,7 @@ def recipe_seeds_table(results: Path) -> str:
     at the same seeds: ppl at the training length seed by seed and the means. The recipe's value
     of a seed is the ablation's baseline row of that seed, else train_compare.py's run of it
     (main_seeds: the same settings). "" when no knob has a second seed."""
-    data = read_json(Path(results) / "recipe_ablation.json")
+    data = read_results(Path(results) / "recipe_ablation.json")
     if not data:
         return ""
     L0 = data["meta"]["lengths"][0]
@@ -447,7 +447,7 @@ def seeds_vs_anchor(results: Path) -> str:
     ours from results/extrapolation.json (rows rope, rope [seed1], ...), the anchor's from
     results/anchor_xtransformers.json; the mean of the seeds both have, and ours / anchor of the
     means. "" until both have a seed of a scheme."""
-    anchor = read_json(Path(results) / "anchor_xtransformers.json")
+    anchor = read_results(Path(results) / "anchor_xtransformers.json")
     if not anchor:
         return ""
     L0 = anchor["meta"]["lengths"][0]

@@ -31,14 +31,14 @@ def test_sync_writes_the_numbers_and_names_a_fragment_it_cannot_find(tmp_path):
 
 
 def test_keys_read_what_their_tables_print():
-    rows = P.read_json(RESULTS / "retrieval.json")["rows"]
+    rows = P.read_results(RESULTS / "retrieval.json")["rows"]
     r = next(r for r in rows if r["variant"] == "alibi_copy" and r["distance"] == 512)
     k = round(r["exact"] * r["trials"])
     lo, hi = P.share_ci(r["exact"], r["trials"])
     assert P.value("exact:alibi_copy:512", RESULTS) == f"{100 * k / r['trials']:.0f}%"
     assert (P.value("lo:alibi_copy:512", RESULTS), P.value("hi:alibi_copy:512", RESULTS)) == \
         (f"{100 * lo:.0f}", f"{100 * hi:.0f}")
-    ex = {r["variant"]: r for r in P.read_json(RESULTS / "extrapolation.json")["rows"]}
+    ex = {r["variant"]: r for r in P.read_results(RESULTS / "extrapolation.json")["rows"]}
     assert P.value("ratio:alibi:4096", RESULTS) == f"{ex['alibi']['ppl_4096'] / ex['alibi']['ppl_256']:.2f}"
 
 
