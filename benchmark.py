@@ -3,8 +3,8 @@ article, "从RoPE到ALiBi：手把手带你用PyTorch复现三种主流位置编
 
 Every registered scheme (a --scheme-file's too), batch 1, torch.no_grad, medians of --repeats runs
 after --warmup, the schemes interleaved within every repetition so that a slow moment hits them alike:
-  * forward time of the whole tiny LM, and its peak memory above the baseline (one plain subprocess
-    per scheme, lengths increasing: CUDA max_memory_allocated, CPU peak resident set ru_maxrss);
+  * forward time of the whole tiny LM, and its peak memory above the baseline (one fresh process per
+    scheme, lengths increasing: CUDA max_memory_allocated, CPU peak resident set ru_maxrss);
   * every hook the scheme has (schemes.py) for one layer at the longest length: time and bytes
     returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
@@ -18,10 +18,10 @@ run_benchmark: medians after a warm-up, not one cold call; the peak-memory count
 """
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -147,9 +147,11 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
     return {case: (times[case], made[case]) for case in cases}
 
 
-def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
-    """{"forward T": bytes, "eval": bytes}: peak memory above the baseline. On CPU
-    ru_maxrss is this process's high-water mark: run it in a fresh process, lengths increasing."""
+def scheme_memory(cfg: BenchConfig, scheme: str, device, files=()) -> dict:
+    """{"forward T": bytes, "eval": bytes}: peak memory above the baseline, with the --scheme-files loaded. On CPU
+    ru_maxrss is this process's high-water mark: run it in a fresh process (peak_memory), lengths increasing."""
+    schemes.load_files(files)
+    torch.set_num_threads(cfg.threads)
     device, Te = torch.device(device), max(cfg.lengths)
     model, ids = make_lm(cfg, scheme).to(device).eval(), random_ids(cfg, cfg.eval_windows * max(cfg.lengths) + 1)
     runs = {f"forward {T}": lambda T=T: model(ids[:T].view(1, T).to(device)) for T in sorted(cfg.lengths)}
@@ -172,18 +174,15 @@ def scheme_memory(cfg: BenchConfig, scheme: str, device) -> dict:
 
 
 def peak_memory(cfg: BenchConfig, device, bar) -> dict:
-    """(scheme, "forward T" | "eval") -> bytes, each scheme in a fresh plain subprocess."""
-    code = ("import sys, json, benchmark as b; b.schemes.load_files(json.loads(sys.argv[4])); c = b.BenchConfig("
-            "**json.loads(sys.argv[1])); b.torch.set_num_threads(c.threads); print(json.dumps(b.scheme_memory(c, "
-            "sys.argv[2], sys.argv[3])))")  # the --scheme-files too: their schemes are measured like ours
-    out, files = {}, json.dumps(sorted({f["path"] for f in schemes.FILES.values()}))
-    for s in cfg.schemes:
-        r = subprocess.run([sys.executable, "-c", code, json.dumps(asdict(cfg)), s, str(device), files],
-                           cwd=Path(__file__).resolve().parent, capture_output=True, text=True)
-        if r.returncode:
-            raise RuntimeError(f"memory subprocess for {s} failed:\n{r.stderr[-2000:]}")
-        out.update({(s, what): b for what, b in json.loads(r.stdout.splitlines()[-1]).items()})
-        bar.update()
+    """(scheme, "forward T" | "eval") -> bytes, each scheme in a fresh process forked from a server that
+    imported torch and this file once (forkserver; a new interpreter would spend a second on torch)."""
+    ctx, out, files = multiprocessing.get_context("forkserver"), {}, sorted({f["path"] for f in schemes.FILES.values()})
+    ctx.set_forkserver_preload(["benchmark"])
+    with ctx.Pool(1, maxtasksperchild=1) as pool:  # a new child for every task; its exception is raised here
+        for s in cfg.schemes:
+            bar.set_description(f"memory of {s}")
+            out.update({(s, what): b for what, b in pool.apply(scheme_memory, (cfg, s, str(device), files)).items()})
+            bar.update()
     return out
 
 
