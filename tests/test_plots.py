@@ -57,16 +57,27 @@ FIGURES = ["ppl_vs_length", "ppl_vs_length_all", "loss_vs_position", "train_curv
            "context_use_all", "retrieval", "copy_calibration", "copy_curves"]  # retrieval draws retrieval_all too
 
 
+class Saved(list):
+    """The figures plots.save was given, in order; .paths: where each was to be written."""
+    def __init__(self):
+        super().__init__()
+        self.paths = []
+
+
 @pytest.fixture
 def checked(monkeypatch):
-    """The figures check_distinct passed, in order (it raises on a clash, failing the test)."""
-    figs = []
-    real = plots.check_distinct
+    """The figures plots.save was given, each after check_distinct and check_text passed on it (they raise on
+    a clash, failing the test). Nothing is rasterised, the slow half of a figure: the figure is closed
+    unwritten and its path kept. test_smoke_outputs.py's redraw writes every figure of results/ as a PNG."""
+    figs = Saved()
 
-    def spy(fig, colours=False):
-        real(fig, colours)
+    def save(fig, path, colours=False):
+        plots.check_distinct(fig, colours)
+        plots.check_text(fig)
         figs.append(fig)
-    monkeypatch.setattr(plots, "check_distinct", spy)
+        figs.paths.append(Path(path))
+        plots._plt().close(fig)
+    monkeypatch.setattr(plots, "save", save)
     return figs
 
 
@@ -78,9 +89,8 @@ def _data_lines(ax):
 def test_figure_from_committed_results(name, tmp_path, checked):
     path = tmp_path / f"{name}.png"
     _draw(name, path)
-    assert path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
-    want = 2 if name in ("context_use", "retrieval") else 1  # a headline, then its NAME_all.png
-    assert len(checked) == want, f"{name}: check_distinct ran {len(checked)} times, expected {want} (once a figure)"
+    want = [path] + ([path.with_name(f"{name}_all.png")] if name in ("context_use", "retrieval") else [])
+    assert checked.paths == want, f"{name}: figures saved to {checked.paths}, expected {want} (a headline, then its _all)"
     if name != "ppl_vs_length_all":  # every row, by design
         for ax in checked[0].axes:
             assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{name}, {ax.get_title()!r}: too many lines"
@@ -107,7 +117,7 @@ def test_context_use_headline_is_one_panel_of_distinct_colours(tmp_path, checked
     assert 0 < len(colours) <= plots.MAX_LINES and len(set(colours)) == len(colours), colours
     most = max(r["effective_context"] for r in _json("context_use.json")["rows"])
     assert f"more than {most} characters" in ax.get_title(), ax.get_title()
-    assert (tmp_path / "context_use_all.png").is_file()
+    assert checked.paths[1] == tmp_path / "context_use_all.png", checked.paths
 
 
 def test_retrieval_panels(tmp_path, checked):
@@ -132,21 +142,15 @@ def test_retrieval_panels(tmp_path, checked):
     assert hidden and all(label.endswith(")") for label in hidden), "lines drawn on others are not named"
     assert f"({len(text)} text-trained rows, 0 at every d, not drawn)" in every._suptitle.get_text()
     assert "text-trained models: 0 at every d" in headline._suptitle.get_text()
-    assert (tmp_path / "retrieval_all.png").is_file()
+    assert checked.paths[1] == tmp_path / "retrieval_all.png", checked.paths
 
 
-def test_retrieval_from_the_committed_results_reads_at_a_glance(tmp_path, monkeypatch):
+def test_retrieval_from_the_committed_results_reads_at_a_glance(tmp_path, checked):
     """results/retrieval.json drawn: both figures pass check_text, each panel has at most MAX_LINES data lines,
     the titles are one line, the y label names the measure plainly; the headline has the five schemes and
     RETRIEVAL_FAR's rows."""
-    figs = []
-    real = plots.check_text
-
-    def spy(fig):
-        real(fig)
-        figs.append(fig)
-    monkeypatch.setattr(plots, "check_text", spy)
     _draw("retrieval", tmp_path / "retrieval.png")
+    figs = checked
     assert len(figs) == 2, "retrieval.png, then retrieval_all.png, each checked"
     for fig in figs:
         assert "\n" not in fig._suptitle.get_text(), f"a suptitle of more than one line: {fig._suptitle.get_text()!r}"
@@ -292,9 +296,7 @@ def test_other_scripts_follow_the_rule(tmp_path, checked):
     visualize_rope.fig_pairs(tmp_path, [("small", 16, 64, 1e4)], 4.0)
     written = ["breakage", "benchmark", "rope_rotation", "rope_relative", "rope_decay", "rope_wavelengths",
                "rope_pairs"]
-    for name in written:
-        assert (tmp_path / f"{name}.png").is_file(), f"{name}.png not written"
-    assert len(checked) == len(written), f"check_distinct ran {len(checked)} times for {len(written)} figures"
+    assert checked.paths == [tmp_path / f"{name}.png" for name in written], checked.paths
 
 
 def test_copy_curves_draws_every_copy_base_model_once(tmp_path, checked):
