@@ -37,7 +37,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n 2: one core per worker
 
 # Tests that share an expensive fixture run on one pytest-xdist worker (--dist loadgroup), so that it is
 # built once: {fixture: group}.
-GROUPS = {"quick_repo": "quick_repo", "runs": "train_compare_runs"}
+GROUPS = {"quick_repo": "quick_repo", "runs": "train_compare_runs", "ran_alone": "field_alone"}
 
 
 @pytest.hookimpl(tryfirst=True)
