@@ -12,6 +12,7 @@ Intervals: a share of windows (exact match) gets Clopper-Pearson (clopper_pearso
 a mean over windows the bootstrap (bootstrap_ci). copy_calibration.py scores its models with
 retrieval too. Per-position loss has one owner, tiny_lm.token_losses.
 """
+import functools
 import math
 
 import torch
@@ -44,6 +45,7 @@ def binom_cdf(k: int, n: int, p: float) -> float:
                         for i in range(0, min(k, n) + 1)))
 
 
+@functools.lru_cache(maxsize=None, typed=True)  # a redraw asks for one (k, n) many times, 60 steps each
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple:
     """Clopper-Pearson (exact) interval of a proportion from k successes in n trials, by bisection
     on the binomial CDF (no scipy). 0 of 32 gives (0, 0.1089)."""
