@@ -231,9 +231,11 @@ class FIRE(nn.Module):
         num = toeplitz(torch.log1p((c * d).abs())[None], j1 - 1 - i0, i0, i1, j0, j1)[0]  # (R, S)
         u = num / (torch.log1p((c * torch.maximum(i, L)).abs()) + FIRE_EPS)  # fire_distance's u, (R, S)
         t, A, B = mlp_pieces(self.fc, self.proj)   # breakpoints (W,), slopes and intercepts (H, W + 1)
-        k = torch.bucketize(u.to(t.dtype).contiguous(), t)  # the piece of every u, (R, S)
-        # f_h(u) = A_h[k] u + B_h[k]
-        return A[:, k] * u.to(A.dtype) + B[:, k]   # (H, W+1)[:, (R, S)] -> (H, R, S)
+        k = torch.bucketize(u.to(t.dtype).contiguous(), t).view(-1)  # the piece of every u, (R * S,)
+
+        def pick(table):  # (H, W+1) -> (H, R, S); index_select writes the rows in order (A[:, k] takes 3x as long)
+            return table.index_select(1, k).view(-1, *u.shape)
+        return pick(A) * u.to(A.dtype) + pick(B)   # f_h(u) = A_h[k] u + B_h[k], (H, R, S)
 
 
 class FireLayers(nn.Module):
