@@ -86,7 +86,7 @@ def toeplitz(v: torch.Tensor, d0: int, i0: int, i1: int, j0: int, j1: int) -> to
     # w[m] = v[L - 1 - m], bias[h, r, c] = w[h, top - r + c], top = L - 1 - (i0 - j0 + d0): row r is row
     # p = R - 1 - r of the view, and index_select writes the rows in order, row by row. (A flip of the view
     # would keep its column-major layout, and SDPA would copy the mask once more to read it.)
-    w = v.flip(-1)                                                   # (H, L)
+    w = v.flip(-1).contiguous()                                      # (H, L), rows in memory order (T5's is v.T)
     lo = v.shape[-1] - 1 - (i0 - j0 + d0) - (R - 1)
     win = w[:, lo:lo + R + C - 1].unfold(-1, C, 1)                   # (H, R, C) view: win[h, p, c] = w[h, lo + p + c]
     return win.index_select(-2, torch.arange(R - 1, -1, -1, device=v.device))  # (H, R, C), rows reversed
