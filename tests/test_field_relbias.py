@@ -58,6 +58,21 @@ def chunk_err(got, want):
     return torch.equal(got.isinf(), want.isinf()), (got.double() - want).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
 
 
+# ----------------------------------------------------------------------------- the chunks' one row per distance
+
+@pytest.mark.parametrize("box", [(0, 5, 0, 5), (7, 10, 2, 9), (3, 4, 0, 11), (12, 15, 12, 13)])
+def test_toeplitz_is_its_definition_and_contiguous(relbias, box):
+    """bias[h, r, c] = v[h, (i0 + r) - (j0 + c) + d0], written row by row: a mask SDPA reads as it is, without
+    copying it into row order first."""
+    i0, i1, j0, j1 = box
+    v, d0 = torch.randn(2, 40), 20
+    got = ns(relbias["t5"])["toeplitz"](v, d0, i0, i1, j0, j1)
+    want = torch.tensor([[[v[h, i - j + d0].item() for j in range(j0, j1)] for i in range(i0, i1)] for h in range(2)])
+    assert torch.equal(got, want), f"max diff {(got - want).abs().max().item():.1e} for queries {i0}..{i1 - 1}, " \
+                                   f"keys {j0}..{j1 - 1}"
+    assert got.is_contiguous(), f"strides {got.stride()}: not row by row"
+
+
 # ----------------------------------------------------------------------------- T5's buckets
 
 def test_buckets_are_hugging_faces(relbias):
