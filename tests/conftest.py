@@ -54,7 +54,9 @@ def pytest_collection_modifyitems(config, items):
 
     def order(item):
         group = item.get_closest_marker("xdist_group")
-        return (rank[group.args[0]] if group else len(rank) + (item.get_closest_marker("slow") is None))
+        if group and group.args[0] in rank:  # a group of GROUPS: first
+            return rank[group.args[0]]
+        return len(rank) + (item.get_closest_marker("slow") is None)  # a group a test file names: as its tests
     items.sort(key=order)
 
 

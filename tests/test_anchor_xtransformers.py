@@ -1,18 +1,29 @@
 """anchor_xtransformers.py: the independent model is the size and scheme docs/recipe.md says,
 and a --quick run trains, scores, writes and reuses. Skipped without x-transformers."""
+import importlib.util
 import json
 
 import pytest
 import torch
 
-pytest.importorskip("x_transformers")
+from pos_alibi import alibi_slopes
+from pos_rope import rope_inv_freq
 
-import anchor_xtransformers as anchor  # noqa: E402
-from pos_alibi import alibi_slopes  # noqa: E402
-from pos_rope import rope_inv_freq  # noqa: E402
+# x-transformers is imported by the fixture, not here: it takes seconds, and every pytest worker imports this file
+# to collect it. The tests share one worker (xdist group "xt"), which pays it once.
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("x_transformers") is None,
+                                 reason="x-transformers is not installed (requirements-test.txt)"),
+              pytest.mark.xdist_group("xt")]
 
 
-def test_the_anchor_has_tinylm_size_and_no_absolute_table():
+@pytest.fixture(scope="module")
+def anchor():
+    """anchor_xtransformers, imported on first use."""
+    import anchor_xtransformers
+    return anchor_xtransformers
+
+
+def test_the_anchor_has_tinylm_size_and_no_absolute_table(anchor):
     for scheme in ("rope", "rope_half", "alibi"):
         m = anchor.XTransformersLM(anchor.AnchorConfig(scheme=scheme), vocab_size=80, seq_len=256)
         names = [n for n, _ in m.named_parameters()]
@@ -24,7 +35,7 @@ def test_the_anchor_has_tinylm_size_and_no_absolute_table():
         assert out.logits.shape == (2, 300, 80) and out.loss is None, out.logits.shape
 
 
-def test_the_field_anchors_are_the_settings_docs_field_compares():
+def test_the_field_anchors_are_the_settings_docs_field_compares(anchor):
     """t5: 32 causal buckets, max distance 128, one table (as field_relbias.py); xpos: the whole head, scale
     base 512, zeta_i = (2i/d + 0.4)/1.4 (as field_xpos.py); fox: a forget gate per head, its bias at 5.0
     (x-transformers' start; field_fox.py's is 0). Each is causal: a later token changes no earlier logit."""
@@ -48,7 +59,7 @@ def test_the_field_anchors_are_the_settings_docs_field_compares():
         assert diff == 0, f"{scheme}: a later token moved an earlier logit by {diff:.2e}"
 
 
-def test_the_anchor_rotates_the_whole_head_at_ropes_frequencies():
+def test_the_anchor_rotates_the_whole_head_at_ropes_frequencies(anchor):
     """rope: rotary_emb_dim = dim_head, theta_i = 10000^(-2i/32) over all 32 dims, as TinyLM's RoPE;
     rope_half (x-transformers' default): 16 of the 32 dims, pos_rope's rule at d = 16."""
     for scheme, d in (("rope", 32), ("rope_half", 16)):
@@ -58,14 +69,14 @@ def test_the_anchor_rotates_the_whole_head_at_ropes_frequencies():
         assert diff < 1e-7, f"{scheme}: inv_freq {got.tolist()}, max diff {diff:.2e} to rope_inv_freq({d})"
 
 
-def test_the_anchors_alibi_slopes_are_pos_alibis():
+def test_the_anchors_alibi_slopes_are_pos_alibis(anchor):
     m = anchor.XTransformersLM(anchor.AnchorConfig(scheme="alibi"), vocab_size=80, seq_len=256)
     got = m.net.attn_layers.rel_pos.slopes.flatten()
     diff = (got - alibi_slopes(4)).abs().max().item()
     assert diff < 1e-7, f"slopes {got.tolist()} vs pos_alibi {alibi_slopes(4).tolist()}, max diff {diff:.2e}"
 
 
-def test_the_loss_is_cross_entropy_of_the_logits():
+def test_the_loss_is_cross_entropy_of_the_logits(anchor):
     torch.manual_seed(0)
     m = anchor.XTransformersLM(anchor.AnchorConfig(n_layer=1, n_embd=32, scheme="alibi"), vocab_size=20, seq_len=16)
     x, y = torch.randint(0, 20, (2, 16)), torch.randint(0, 20, (2, 16))
@@ -75,7 +86,7 @@ def test_the_loss_is_cross_entropy_of_the_logits():
     assert abs(out.loss.item() - want.item()) < 1e-5, f"loss {out.loss.item()} vs {want.item()}"
 
 
-def test_quick_run_writes_rows_and_reuses_its_checkpoints(tmp_path, monkeypatch, capsys):
+def test_quick_run_writes_rows_and_reuses_its_checkpoints(anchor, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # runs/quick/anchor here; the corpus is found beside tiny_lm.py
     argv = ["--quick", "--threads", "1"]
     assert anchor.main(argv) == 0
@@ -94,12 +105,12 @@ def test_quick_run_writes_rows_and_reuses_its_checkpoints(tmp_path, monkeypatch,
     assert made["command"].endswith("--schemes alibi") and made["config"]["decoder"] == {"alibi_pos_bias": True}, made
 
 
-def test_bad_input_is_one_line_before_any_work(refused, tmp_path):
+def test_bad_input_is_one_line_before_any_work(anchor, refused, tmp_path):
     assert "warp" in refused(anchor.main, ["--schemes", "rope,warp"])
     assert "never writes results/" in refused(anchor.main, ["--quick", "--results", "results"])
 
 
-def test_tinylm_with_x_transformers_t5_weights_gives_its_logits():
+def test_tinylm_with_x_transformers_t5_weights_gives_its_logits(anchor):
     """The whole forward against the anchor's: TinyLM(pos t5{scale=sqrt(32)}) with the weights of x-transformers'
     T5 model copied in (its LayerNorm gains are stored minus 1 and have no bias; our token table is multiplied
     by sqrt(C) in forward) gives the same logits. So the anchor's T5 gap (docs/field.md) is not the forward."""

@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pos_rope  # noqa: E402
 import rope_hf  # noqa: E402
 
-from transformers import AutoConfig, LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding  # noqa: E402
+# transformers' model code is imported inside the helpers, not here: it takes seconds, and every pytest worker
+# imports this file to collect it. The tests share one worker (xdist group "hf"), which pays it once.
+pytestmark = pytest.mark.xdist_group("hf")
 
 TOL = 1e-6
 D, BASE, M, L0 = 64, 500000.0, 1024, 256  # head dim, rope_theta, max_position_embeddings, original length
@@ -36,6 +36,7 @@ transformers.logging.set_verbosity_error()
 
 
 def hf_config(block, head_dim=D, max_pos=M):
+    from transformers import LlamaConfig
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return LlamaConfig(hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim,
@@ -44,6 +45,8 @@ def hf_config(block, head_dim=D, max_pos=M):
 
 def hf_init(block, seq_len=None):
     """HF's (inv_freq, attention_factor) for a block; "default" through GPT-NeoX's, which honours partial rotary."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
     cfg = hf_config(block)
     if block.get("rope_type", "default") == "default":
         inv, af = GPTNeoXRotaryEmbedding.compute_default_rope_parameters(cfg)
@@ -137,6 +140,7 @@ ROTARY = {"llama": ("llama", "LlamaRotaryEmbedding"), "qwen2": ("qwen2", "Qwen2R
 
 def hf_rotary(raw):
     """transformers' config object and rotary module for a config.json dict."""
+    from transformers import AutoConfig
     kw = {k: v for k, v in raw.items() if not k.startswith("_") and k != "model_type"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
