@@ -136,15 +136,23 @@ def cached_logits(model, x, prefix: int):
     return torch.cat(pieces, dim=1), cache
 
 
+def chunk_error(model, ids, full=None) -> float:
+    """Max |logit difference| of a forward in chunks of 3 queries (q_chunk = 3 on every block, left so) against
+    full, the logits of the model's own chunks (computed here when not given)."""
+    with torch.no_grad():
+        full = model(ids).logits if full is None else full
+        for blk in model.blocks:
+            blk.attn.q_chunk = 3
+        return (model(ids).logits - full).abs().max().item()
+
+
 def chunks_and_cache_agree(model, name: str) -> torch.Tensor:
     """Its logits on random ids in chunks of 3 queries and through the cache, 9 tokens then one at a time, both
     against one full forward; returns the ids."""
     ids = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         full = model(ids).logits
-        for blk in model.blocks:
-            blk.attn.q_chunk = 3
-        err = (model(ids).logits - full).abs().max().item()
+        err = chunk_error(model, ids, full)
         assert err < 1e-5, f"{name}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
         err = (cached_logits(model, ids, 9)[0] - full).abs().max().item()
         assert err < 1e-5, f"{name}: cached decoding vs full forward, max logit diff {err:.2e}"

@@ -13,7 +13,7 @@ import tiny_lm  # noqa: F401  (puts field/ on the path)
 import field_fox
 from conftest import scheme_file_loaded
 import variants
-from conftest import cached_logits
+from conftest import cached_logits, chunk_error
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -117,9 +117,7 @@ def test_cached_decoding_and_chunks_equal_the_full_forward(fox):
         err = (cached - full).abs().max().item()
         assert err < 1e-5, f"fox: cached decoding vs full forward, max logit diff {err:.2e}"
         assert cache[0].state.shape == (2, KW["n_head"], 30), "the cache keeps the gate sums of every key"
-        for blk in model.blocks:
-            blk.attn.q_chunk = 3
-        err = (model(ids).logits - full).abs().max().item()
+        err = chunk_error(model, ids, full)
         assert err < 1e-5, f"fox: chunks of 3 vs one chunk, max logit diff {err:.2e}"
 
 

@@ -10,7 +10,7 @@ import torch
 
 import schemes
 from conftest import scheme_file_loaded
-from conftest import cached_logits
+from conftest import cached_logits, chunk_error
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -234,12 +234,7 @@ def test_init_and_entries(relbias):
 def test_chunks_of_3_equal_one_chunk(relbias, name, causal):
     """q_chunk = 3 on every block gives the logits of the default chunk, 40 tokens (distances past 16 and L)."""
     m = model(name, causal=causal)
-    ids = torch.randint(0, 20, (2, 40), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = m(ids).logits
-        for blk in m.blocks:
-            blk.attn.q_chunk = 3
-        err = (m(ids).logits - full).abs().max().item()
+    err = chunk_error(m, torch.randint(0, 20, (2, 40), generator=torch.Generator().manual_seed(2)))
     assert err < 1e-5, f"{name} causal={causal}: chunks of 3 vs one chunk, max logit diff {err:.2e}"
 
 
