@@ -160,7 +160,10 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
     score_bias hook returns one). A per-key bias w, (B?, H, 1, Tk), stands for the bias w_j - w_i of
     query i on key j (ALiBi's key form: m_h j - m_h i = -m_h (i - j)). Its row term -w_i does not change
     a softmax over the keys alone, so causal, in float32 and without extra logits, w_j becomes one more
-    dimension of q and k (_sdpa_key_bias) and the fused causal kernel runs as without a bias.
+    dimension of q and k (_sdpa_key_bias) and the fused causal kernel runs as without a bias. A function
+    whose bias depends on i - j alone may say so: bias.distance = (r, d0), r (B?, H, L) with the bias of
+    query i on key j at r[..., i - j + d0] for every distance of the call; its masks are then views of r
+    (_sdpa_distance_bias), and the function is asked for chunks only with a window or extra logits.
 
     Who hides the future keys when causal=True:
       * no score_bias, or a per-key one: the kernel, with is_causal=True (a bottom-right boolean
@@ -170,7 +173,8 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
         bias that is visibly unmasked raises ValueError. With a window, the window mask does it.
 
     Without a bias, extra logits or a window: one kernel call. Otherwise the queries go in chunks of
-    q_chunk rows, each against only the keys it can see: rows a..b-1 sit at positions past + a ..
+    q_chunk rows (fewer where a float mask would not fit the cache: rows_per_chunk), each against only
+    the keys it can see: rows a..b-1 sit at positions past + a ..
     past + b - 1 (past = Tk - Tq), so with a causal mask keys up to past + b - 1, and with window=w
     > 0 from first_visible_key of row a. A long context then costs O(Tq Tk / 2) causal, O(Tq (q_chunk
     + w)) windowed, and memory for one chunk's (B?, H, q_chunk, keys) mask. extra_logits (attention
@@ -179,6 +183,9 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
     if window and not causal:
         raise ValueError("a local window narrows the causal mask; it needs causal=True")
     Tq, Tk = q.shape[-2], k.shape[-2]
+    by_distance = getattr(score_bias, "distance", None) if callable(score_bias) else None
+    if by_distance is not None and not window and extra_logits is None:
+        return _sdpa_distance_bias(q, k, v, *by_distance, causal, q_chunk)
     per_key = torch.is_tensor(score_bias) and score_bias.dim() >= 2 and score_bias.shape[-2] == 1
     if per_key and causal and not window and extra_logits is None and q.dtype == torch.float32:
         return _sdpa_key_bias(q, k, v, score_bias)
@@ -190,8 +197,10 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
         keep = causal_mask(Tq, Tk, device=q.device)[None, None]  # (1, 1, Tq, Tk), cached decoding
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
     past, outs = Tk - Tq, []
-    for a in range(0, Tq, q_chunk):
-        b = min(a + q_chunk, Tq)
+    step = q_chunk if score_bias is None and extra_logits is None else \
+        rows_per_chunk(q, q_chunk, min(Tk, q_chunk + window) if window else Tk)  # a float mask: fit the cache
+    for a in range(0, Tq, step):
+        b = min(a + step, Tq)
         s = first_visible_key(past + a, window, window_kind) if window else 0
         e = past + b if causal else Tk  # keys s..e-1 serve rows a..b-1
         mask = _chunk_mask(q, score_bias, extra_logits, causal, window, window_kind, past, a, b, s, e)
@@ -203,6 +212,20 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
         # (B, H, b-a, D) attending to (B, H, e-s [+ n], D) with a (B?, H, b-a, e-s [+ n]) mask -> (B, H, b-a, D)
         outs.append(F.scaled_dot_product_attention(q[..., a:b, :], ks, vs, attn_mask=mask))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+# A chunk's float mask is written by the bias function and read once by the kernel. At 4096 keys a chunk of 256
+# rows is 16 MiB (4 heads): it goes out to memory and comes back. A chunk that stays in the cache between the two
+# costs a few more kernel calls and no memory traffic: FIRE's whole forward took 2.9 of RoPE's time at 64 rows
+# against 3.3 at 256, CoPE's 5.6 against 10.5 (2 CPU cores). 32 rows is about where more calls stop paying.
+MASK_BYTES, MIN_ROWS = 4 * 2 ** 20, 32
+
+
+def rows_per_chunk(q, q_chunk: int, keys: int) -> int:
+    """Rows per chunk of queries q (B, H, Tq, D) whose float mask spans at most `keys` keys: q_chunk, or fewer
+    (down to MIN_ROWS) so that one (H, rows, keys) mask stays within MASK_BYTES (the batch aside)."""
+    per_row = q.shape[-3] * max(keys, 1) * q.element_size()  # H * keys floats
+    return min(q_chunk, max(MIN_ROWS, MASK_BYTES // per_row))
 
 
 def _chunk_mask(q, score_bias, extra_logits, causal, window, window_kind, past, a, b, s, e):
@@ -263,6 +286,37 @@ def _sdpa_key_bias(q, k, v, key_bias):
     else:  # cached decoding: the new queries are the last Tq positions
         out = F.scaled_dot_product_attention(qa, ka, va, attn_mask=causal_mask(Tq, Tk, device=q.device)[None, None])
     return out[..., :D]  # (B, H, Tq, D + 1) -> (B, H, Tq, D)
+
+
+# A bias of the distance alone, bias(i, j) = r[i - j + d0] (T5's buckets, KERPLE's kernel), is constant along
+# each diagonal: a Toeplitz matrix. Numbered in reverse, query row p holding position i = Tk - 1 - p, and with
+# u = r reversed, u[m] = r[L - 1 - m], the mask of row p on key j is
+#     r[d0 + Tk - 1 - p - j] = u[(L - d0 - Tk) + p + j],
+# +1 along the rows and +1 along the keys: a view of u (as_strided, strides (1, 1)), so attention reads every
+# chunk's mask straight from the L numbers of r and none is written. (In query order the rows would step by -1,
+# which a view cannot.) Each query is computed as before, only in another row of the kernel: the same numbers.
+def _sdpa_distance_bias(q, k, v, r, d0: int, causal: bool, q_chunk: int):
+    """attn_sdpa with the bias r[..., i - j + d0] of query i on key j, r (B?, H, L): queries in reverse order,
+    each chunk's (B?, H, rows, keys) mask a view of r reversed. Causal: r holds -inf at every d < 0."""
+    Tq, Tk, L = q.shape[-2], k.shape[-2], r.shape[-1]
+    low = 1 - min(q_chunk, Tq) if causal else 1 - Tq  # the lowest distance a chunk's mask holds
+    if not (isinstance(d0, int) and d0 + low >= 0 and d0 + Tk <= L):
+        raise ValueError(f"a distance bias (r of length {L}, distance 0 at {d0!r}) must hold every distance "
+                         f"{low} .. {Tk - 1} of this call: 0 <= d0 + {low} and d0 + {Tk} <= L")
+    if causal and Tq > 1 and not torch.isneginf(r[..., d0 + low:d0]).all():
+        raise ValueError("causal attn_sdpa with a distance bias needs -inf at every distance d < 0 (a later key) "
+                         "in it; this one has a finite value there")
+    u = r.to(q.dtype).flip(-1).contiguous()          # (B?, H, L), u[..., m] = r[..., L - 1 - m]
+    u = u[(None,) * (3 - u.dim())]                   # (H, L) -> (1, H, L)
+    qr, outs = q.flip(-2), []                        # (B, H, Tq, D), row p = the query at position Tk - 1 - p
+    for a in range(0, Tq, q_chunk):
+        b = min(a + q_chunk, Tq)
+        e = Tk - a if causal else Tk                 # rows a..b-1 (positions Tk-1-a down to Tk-b) see keys 0..e-1
+        mask = u.as_strided((u.shape[0], u.shape[1], b - a, e), (u.stride(0), u.stride(1), 1, 1),
+                            u.storage_offset() + L - d0 - Tk + a)  # (B?, H, b-a, e): mask[.., p, j] = u[.. + p + j]
+        # (B, H, b-a, D) attending to (B, H, e, D) with a (B?, H, b-a, e) mask -> (B, H, b-a, D)
+        outs.append(F.scaled_dot_product_attention(qr[..., a:b, :], k[..., :e, :], v[..., :e, :], attn_mask=mask))
+    return torch.cat(outs, dim=-2).flip(-2)          # (B, H, Tq, D) in query order again
 
 
 # A causal score bias holds -inf at every key after its query. Within a chunk of queries i0..i0+R-1 against

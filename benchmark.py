@@ -6,7 +6,7 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
   * forward time of the whole tiny LM, and its peak memory above the baseline (one fresh process per
     scheme, lengths increasing: CUDA max_memory_allocated, CPU peak resident set ru_maxrss);
   * every hook the scheme has (schemes.py) for one layer at the longest length: time and bytes
-    returned (score_bias: every chunk attn_sdpa asks of it; the largest one's bytes);
+    returned (score_bias: what attention reads of it, the largest chunk or the distance row);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
     length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
 Writes <results>/benchmark.md, .json and .png (atomically): results/ only for the full run (every scheme, every
@@ -34,7 +34,7 @@ import plots
 import schemes
 import tiny_lm
 from tiny_lm import GPTConfig, TinyLM
-from cli import fail
+from attn_common import rows_per_chunk
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
 from row_names import split_names
 from variants import run_dirs, scheme_config, schemes_of_flags
@@ -117,11 +117,12 @@ def _bytes(out) -> int:
     return sum(t.numel() * t.element_size() for t in (out if isinstance(out, tuple) else [out]) if torch.is_tensor(t))
 
 
-def _chunks(bias, T: int, chunk: int = 256):
-    """Every chunk attn_sdpa asks of a score_bias function for T causal queries, built; returns the largest."""
-    if not callable(bias):
-        return bias
-    return max((bias(a, min(a + chunk, T), 0, min(a + chunk, T)) for a in range(0, T, chunk)), key=torch.numel)
+def _chunks(bias, q, T: int):
+    """What attention reads of a score_bias for T causal queries q: a tensor, a distance row, else the largest chunk."""
+    if not callable(bias) or getattr(bias, "distance", None) is not None:
+        return bias if not callable(bias) else bias.distance[0]
+    n = rows_per_chunk(q, 256, T)  # TinyLM's q_chunk, fewer at long T
+    return max((bias(a, min(a + n, T), 0, min(a + n, T)) for a in range(0, T, n)), key=torch.numel)
 
 
 def hook_costs(cfg: BenchConfig, device, bar) -> dict:
@@ -137,7 +138,7 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
         calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
                  "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),
                  "prepare": lambda e=e, m=m, x=x: e.prepare(m, x, 0),
-                 "score_bias": lambda e=e, m=m, a=args, q=q: _chunks(e.score_bias(m, *a, q=q, k=q)[0], T),
+                 "score_bias": lambda e=e, m=m, a=args, q=q: _chunks(e.score_bias(m, *a, q=q, k=q)[0], q, T),
                  "extra_logits": lambda e=e, m=m, a=args, q=q: e.extra_logits(m, *a, q=q, k=q)[0],
                  "RoPE tables": lambda model=model: model.rope.cos_sin(T)}
         cases.update({(s, h): calls[h] for h in [*e.hooks, *(["RoPE tables"] if model.rope is not None else [])]})
@@ -253,8 +254,8 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
                       lambda s, T: mem(s, f"forward {T}"))
     out += ["", f"## The hooks, one layer at T={Te}", "",
             "Each hook a scheme has (schemes.py), called for layer 0: median ms of one call and MiB of what it "
-            "returns. score_bias: every chunk of 256 queries attn_sdpa asks of it, built, and the largest chunk's "
-            "MiB (a per-key tensor: itself). RoPE tables: the cos/sin a scheme that uses them builds.", "",
+            "returns. score_bias: every chunk of queries attn_sdpa asks of it, built, and the largest chunk's MiB (a "
+            "tensor, or a function's distance row: itself). RoPE tables: the cos/sin a scheme that uses them builds.", "",
             "| scheme | hook | ms | MiB |", "|---|---|---:|---:|"]
     out += [f"| {s} | {h} | {ms(sec)} | {b / MiB:,.3f} |" for (s, h), (sec, b) in hooks.items()]
     out += ["", f"## Ratios to RoPE at T={Te}", "",
@@ -316,21 +317,21 @@ def parse_args(argv=None) -> BenchConfig:
         mine = not a.quick and any(s in schemes.FILES for s in pos)  # then runs/custom/benchmark
         cfg = replace(cfg, results=custom_out(a.results, "benchmark")) if mine else cfg
     except ValueError as e:
-        fail(str(e))
+        cli.fail(str(e))
     real = replace(BenchConfig(), schemes=tuple(tiny_lm.SCHEMES))  # what results/ holds: the full run
     part = [f for f in asdict(real) if f not in ("device", "threads", "results") and getattr(cfg, f) != getattr(real, f)]
     if part and not a.quick and not mine:  # a partial run never replaces results/benchmark.json
         if a.results is not None and is_repo_results(Path(a.results)):
-            fail(f"results/ holds the full benchmark; this run sets {', '.join(part)}: drop --results (runs/benchmark/)")
+            cli.fail(f"results/ holds the full benchmark; this run sets {', '.join(part)}: drop --results (runs/benchmark/)")
         cfg = replace(cfg, results=a.results or "runs/benchmark")
     if "rope" not in cfg.schemes:
-        fail(f"--schemes must include rope (the ratios are to RoPE's); got {','.join(cfg.schemes)}")
+        cli.fail(f"--schemes must include rope (the ratios are to RoPE's); got {','.join(cfg.schemes)}")
     counts = ("repeats", "train_repeats", "train_steps", "eval_windows", "eval_repeats")
     bad = [f"--lengths {','.join(map(str, cfg.lengths))}"] if min(cfg.lengths) < 1 else []
     bad += [f"--{f.replace('_', '-')} {getattr(cfg, f)}" for f in counts if getattr(cfg, f) < 1]
     bad += [f"--warmup {cfg.warmup}"] if cfg.warmup < 0 else []
     if bad:
-        fail(f"{', '.join(bad)}: lengths, repeats, steps and windows must be positive, --warmup at least 0")
+        cli.fail(f"{', '.join(bad)}: lengths, repeats, steps and windows must be positive, --warmup at least 0")
     return cfg
 
 
@@ -353,7 +354,7 @@ def main(argv=None) -> int:
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
-        fail(str(e))
+        cli.fail(str(e))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number

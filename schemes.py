@@ -29,6 +29,9 @@ module's class serves as a hook, e.g. input_rows=LearnedPositionalEmbedding.forw
         (B, H, b-a, e-s): attn_common.attn_sdpa asks for it one chunk of queries at a time, against
         only the keys that chunk can see. With a causal model it holds -inf at every key after its
         query (attn_common.hide_later_keys writes them; attn_sdpa raises on a bias without them).
+        A function whose bias depends on the distance i - j alone may carry it whole, as
+        bias.distance = (r, d0), r (B?, H, L) with the bias of query i on key j at r[..., i - j + d0]:
+        attention then reads its chunks as views of r and writes no mask (T5, KERPLE).
         So no caller ever holds a (H, T, T) bias: do per-layer work (a gate's cumulative sums)
         here, per-chunk work inside the function (q[..., a:b, :] against k[..., s:e, :]). past is
         this hook's state from the KV cache (None on the first call); state is what the cache keeps
@@ -335,6 +338,16 @@ def checked_bias(entry: Scheme, out, B: int, H: int, T: int, Tk: int) -> tuple:
                                   f"{s}..{e - 1} {_shape(chunk)}; it must broadcast to (B, H, b-a, e-s) = "
                                   f"{(B, H, b - a, e - s)}")
             return chunk
+        by_distance = getattr(bias, "distance", None)
+        if by_distance is not None:  # (r, d0): r (B?, H, L), the bias of i - j at r[..., i - j + d0]
+            r, d0 = by_distance if isinstance(by_distance, tuple) and len(by_distance) == 2 else (None, None)
+            if not (_fits(r, (B, H, r.shape[-1]) if torch.is_tensor(r) else ()) and isinstance(d0, int)
+                    and 0 <= d0 - (T - 1) and d0 + Tk <= r.shape[-1]):
+                raise SchemeError(f"scheme {entry.name!r}: score_bias's function has .distance = "
+                                  f"{_shape(r)}, {d0!r}; it must be (r, d0), r broadcastable to (B, H, L) with the "
+                                  f"bias of query i on key j at r[..., i - j + d0], every distance {1 - T} .. "
+                                  f"{Tk - 1} inside it")
+            rows.distance = by_distance
         return rows, state
     if not _fits(bias, (B, H, T, Tk)):
         raise SchemeError(f"scheme {entry.name!r}: score_bias returned a bias of {_shape(bias)}; it must be None, a "

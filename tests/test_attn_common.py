@@ -147,6 +147,85 @@ def test_sdpa_refuses_a_causal_bias_without_the_mask(Tq, Tk, q_chunk):
             attn_sdpa(q, k, v, score_bias=given, causal=True, q_chunk=q_chunk)
 
 
+def test_a_float_mask_chunk_fits_the_cache(monkeypatch):
+    """rows_per_chunk: a chunk's (H, rows, keys) float mask stays within MASK_BYTES, between MIN_ROWS and q_chunk
+    rows (4 heads in float32: 256 rows at 256 keys, 64 at 4096, 32 at a million). attn_sdpa asks a bias function
+    for chunks of that many rows, and its output is still attn()'s."""
+    q = torch.zeros(1, 4, 1, 32)
+    got = [attn_common.rows_per_chunk(q, 256, keys) for keys in (256, 4096, 10 ** 6)]
+    want = [256, attn_common.MASK_BYTES // (4 * 4096 * 4), attn_common.MIN_ROWS]
+    assert got == want and want[1] == 64, f"rows per chunk at 256, 4096 and 1e6 keys: {got}, want {want}"
+    monkeypatch.setattr(attn_common, "MIN_ROWS", 1)
+    monkeypatch.setattr(attn_common, "MASK_BYTES", 3 * 20 * 8 * 2)  # 2 rows of 3 heads x 20 float64 keys
+    gen = torch.Generator().manual_seed(10)
+    q, k, v = qkv(7, 20, gen)
+    bias = torch.randn(H, 7, 20, dtype=torch.float64, generator=gen)
+    asked = []
+
+    def chunk(a, b, s, e):
+        asked.append((a, b))
+        return hide_later_keys(bias[:, a:b, s:e].clone(), 13 + a, s)
+    err = max_diff(attn_sdpa(q, k, v, score_bias=chunk, causal=True, q_chunk=4), attn(q, k, v, score_bias=bias,
+                                                                                     causal=True))
+    assert asked == [(0, 2), (2, 4), (4, 6), (6, 7)] and err < TOL64, f"chunks {asked}, max diff {err:.2e}"
+
+
+@pytest.mark.parametrize("Tq,Tk,causal,q_chunk,batch", [(6, 6, True, 2, False), (7, 7, True, 256, True),
+                                                       (3, 7, True, 2, False), (1, 7, True, 256, False),
+                                                       (7, 7, False, 3, True), (3, 7, False, 2, False)])
+def test_distance_bias_is_read_from_its_row(Tq, Tk, causal, q_chunk, batch):
+    """A chunk function with .distance = (r, d0) is never asked for a chunk: attn_sdpa reads every mask from r
+    and gives attn()'s output and gradients (r's too) with the whole bias r[i - j + d0], written out with loops.
+    With a window it is asked for its chunks, as any function is."""
+    gen = torch.Generator().manual_seed(12)
+    q, k, v = qkv(Tq, Tk, gen)
+    d0, L = Tk + 1, 2 * Tk + 3  # room on both sides: only r[d0 - (Tk - 1) .. d0 + Tk - 1] is read
+    r = torch.randn(*((B,) if batch else ()), H, L, dtype=torch.float64, generator=gen)
+    if causal:
+        r[..., :d0] = float("-inf")  # every later key, d = i - j < 0
+    idx = torch.zeros(Tq, Tk, dtype=torch.long)
+    for i in range(Tq):
+        for j in range(Tk):
+            idx[i, j] = (Tk - Tq + i) - j + d0  # query row i sits at position Tk - Tq + i
+    runs = {}
+    for how in ("whole", "row", "window")[:3 if causal else 2]:
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, r)]
+        whole = leaves[3][..., idx]  # (B?, H, Tq, Tk), differentiable in r
+
+        def chunk(a, b, s, e):
+            if how == "row":
+                raise AssertionError(f"asked for rows {a}..{b - 1} on keys {s}..{e - 1}: the distance row serves")
+            return whole[..., a:b, s:e]
+        chunk.distance = (leaves[3], d0)
+        if how == "whole":
+            out = attn(*leaves[:3], score_bias=whole, causal=causal)
+        else:  # a window of 2 keys is not a bias of distance alone: its chunks are asked for
+            window = 2 if how == "window" and causal else 0
+            out = attn_sdpa(*leaves[:3], score_bias=chunk, causal=causal, window=window, q_chunk=q_chunk)
+            if window:
+                err = max_diff(out, attn(q, k, v, score_bias=whole.detach(), causal=True, window=window))
+                assert err < TOL64, f"windowed, asked for chunks, vs attn(): max diff {err:.2e}"
+                continue
+        out.square().sum().backward()
+        runs[how] = [out, *(t.grad for t in leaves)]
+    for what, got, want in zip(("out", "q grad", "k grad", "v grad", "r grad"), runs["row"], runs["whole"]):
+        err = max_diff(got, want)
+        assert err < 1e-10, f"distance bias read from its row: {what} vs attn() with the whole bias, max diff {err:.2e}"
+
+
+def test_distance_bias_refuses_what_it_cannot_read():
+    """A causal distance row finite at a negative distance, or one too short for the call, raises ValueError."""
+    gen = torch.Generator().manual_seed(13)
+    q, k, v = qkv(5, 5, gen)
+    row = lambda a, b, s, e: None  # noqa: E731 (never asked)
+    row.distance = (torch.randn(H, 9, dtype=torch.float64, generator=gen), 4)
+    with pytest.raises(ValueError, match="-inf at every distance"):
+        attn_sdpa(q, k, v, score_bias=row, causal=True)
+    row.distance = (torch.zeros(H, 8, dtype=torch.float64), 4)
+    with pytest.raises(ValueError, match="must hold every distance"):
+        attn_sdpa(q, k, v, score_bias=row, causal=False)
+
+
 @pytest.mark.parametrize("Tq,Tk", [(40, 40), (3, 40)])
 def test_per_key_bias_is_the_bias_w_j_minus_w_i(Tq, Tk):
     """A per-key bias w (H, 1, Tk) stands for w_j - w_i: in float32 without extra logits attn_sdpa folds it into

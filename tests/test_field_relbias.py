@@ -58,6 +58,15 @@ def chunk_err(got, want):
     return torch.equal(got.isinf(), want.isinf()), (got.double() - want).nan_to_num(0.0, 0.0, 0.0).abs().max().item()
 
 
+def from_row(rows, offset, a, b, s, e):
+    """The chunk of query rows a..b-1 (positions offset+a ..) on keys s..e-1 read from the function's distance row
+    (rows.distance = (r, d0): the bias of query i on key j at r[..., i - j + d0]), as attention reads it."""
+    r, d0 = rows.distance
+    i = torch.arange(offset + a, offset + b)[:, None]  # (b-a, 1)
+    j = torch.arange(s, e)[None, :]                    # (1, e-s)
+    return r[..., i - j + d0]                          # (H, b-a, e-s)
+
+
 # ----------------------------------------------------------------------------- the chunks' one row per distance
 
 @pytest.mark.parametrize("box", [(0, 5, 0, 5), (7, 10, 2, 9), (3, 4, 0, 11), (12, 15, 12, 13)])
@@ -112,7 +121,7 @@ def test_buckets_never_fall_as_the_distance_grows(relbias):
 @pytest.mark.parametrize("causal", [True, False])
 def test_t5_chunks_are_the_table_at_each_bucket(relbias, causal):
     """bias_h(i, j) = table[bucket(j - i), h] (-inf where j > i when causal): queries 40..44 after a cache of
-    40 keys, cut into chunks anywhere, against a plain double loop."""
+    40 keys, cut into chunks anywhere, against a plain double loop; the same read from its distance row."""
     entry, m = relbias["t5"], model("t5", causal=causal).t5
     with torch.no_grad():
         m.table.weight.copy_(torch.randn(32, 2, generator=torch.Generator().manual_seed(1)))
@@ -126,8 +135,9 @@ def test_t5_chunks_are_the_table_at_each_bucket(relbias, causal):
         want = torch.tensor([[[table[py_bucket(j - i, not causal)][h] if j <= i or not causal else -math.inf
                                for j in range(s, e)] for i in range(offset + a, offset + b)] for h in range(2)],
                             dtype=torch.float64)
-        same_inf, err = chunk_err(rows(a, b, s, e), want)
-        assert same_inf and err < 1e-6, f"t5 rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
+        for how, got in (("chunk", rows(a, b, s, e)), ("distance row", from_row(rows, offset, a, b, s, e))):
+            same_inf, err = chunk_err(got, want)
+            assert same_inf and err < 1e-6, f"t5 {how}, rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
     nope = entry.score_bias(m, x, schemes.Layer(1, True, 0, None), offset, shared, None)
     assert nope == (None, None), "a NoPE layer gets no bias"
 
@@ -167,7 +177,8 @@ def test_fire_chunks_are_the_mlp_of_the_normalised_distance(relbias, causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_kerple_chunks_are_the_log_kernel(relbias, causal):
     """bias_h(i, j) = -r1_h log(1 + r2_h |i - j|) with r1, r2 held at >= 0.01, in plain Python, for queries after
-    a cache of 40 keys and near 4096; one kernel for every layer (the same chunk in layers 0 and 1)."""
+    a cache of 40 keys and near 4096; one kernel for every layer (the same chunk in layers 0 and 1); the same read
+    from its distance row."""
     entry, m = relbias["kerple"], model("kerple", causal=causal).kerple
     r1, r2 = [0.7, 0.001], [0.3, 1.4]  # head 1: r1 below the floor, 0.01 is used
     with torch.no_grad():
@@ -183,8 +194,10 @@ def test_kerple_chunks_are_the_log_kernel(relbias, causal):
                                  for h in range(2)], dtype=torch.float64)
             for rows, state in chunks:
                 assert state is None
-                same_inf, err = chunk_err(rows(a, b, s, e), want)
-                assert same_inf and err < 1e-5, f"kerple at {offset}: rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
+                for how, got in (("chunk", rows(a, b, s, e)), ("distance row", from_row(rows, offset, a, b, s, e))):
+                    same_inf, err = chunk_err(got, want)
+                    assert same_inf and err < 1e-5, \
+                        f"kerple {how} at {offset}: rows {a}..{b - 1} keys {s}..{e - 1}: max diff {err:.2e}"
 
 
 def test_t5_scale_option_is_x_transformers_relative_position_bias(relbias):

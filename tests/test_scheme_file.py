@@ -281,7 +281,8 @@ def test_a_bias_reads_the_queries_and_keys_attention_uses(tmp_path):
 
 def test_what_a_hook_returns_is_checked_with_the_scheme_and_the_hook_named():
     """A rotate_qk that returns (B, T, H, D), a score_bias whose chunk has the wrong shape, one that returns a bare
-    tensor, a full bias of the wrong length, extra logits of the wrong shape: each a SchemeError (a ValueError)
+    tensor, a full bias of the wrong length, a distance row one short, extra logits of the wrong shape: each a
+    SchemeError (a ValueError)
     naming the scheme and the hook, raised before attention runs."""
     def turn_wrong(m, q, k, offset, layer):
         return q.transpose(1, 2), k.transpose(1, 2)  # (B, T, H, D): the wrong layout
@@ -298,11 +299,18 @@ def test_what_a_hook_returns_is_checked_with_the_scheme_and_the_hook_named():
     def extra_wrong(m, x, layer, offset, shared, past, q=None, k=None):
         return torch.zeros(KW["n_head"] + 1, 1, 1), None
 
+    def row_short(m, x, layer, offset, shared, past, q=None, k=None):
+        def rows(a, b, s, e):
+            return torch.zeros(b - a, e - s)
+        rows.distance = (torch.zeros(KW["n_head"], 2 * x.shape[1] - 2), x.shape[1] - 1)  # distance 11 missing
+        return rows, None
+
     cases = {"rotate_qk": (dict(rotate_qk=turn_wrong), "rotate_qk returned q shape (2, 12, 2, 8)"),
              "chunk": (dict(score_bias=chunk_wrong), "score_bias's function gave rows 0..11 against keys 0..11 shape (13, 12)"),
              "bare": (dict(score_bias=bare), "score_bias returned Tensor; it must return a pair (bias, state)"),
              "full": (dict(score_bias=full_wrong), "score_bias returned a bias of shape (2, 12, 13)"),
-             "extra": (dict(extra_logits=extra_wrong), "extra_logits returned shape (3, 1, 1)")}
+             "extra": (dict(extra_logits=extra_wrong), "extra_logits returned shape (3, 1, 1)"),
+             "distance": (dict(score_bias=row_short), "has .distance = shape (2, 22), 11; it must be (r, d0)")}
     for case, (hooks, says) in cases.items():
         with contextlib.ExitStack() as stack:
             entry = schemes.register(schemes.Scheme(f"toy_bad_{case}", "nothing", **hooks))
