@@ -173,7 +173,7 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
         bias that is visibly unmasked raises ValueError. With a window, the window mask does it.
 
     Without a bias, extra logits or a window: one kernel call. Otherwise the queries go in chunks of
-    q_chunk rows (fewer where a float mask would not fit the cache: rows_per_chunk), each against only
+    q_chunk rows (on the CPU fewer, where a float mask would not fit the cache: rows_per_chunk), each against only
     the keys it can see: rows a..b-1 sit at positions past + a ..
     past + b - 1 (past = Tk - Tq), so with a causal mask keys up to past + b - 1, and with window=w
     > 0 from first_visible_key of row a. A long context then costs O(Tq Tk / 2) causal, O(Tq (q_chunk
@@ -214,16 +214,19 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
 
 
-# A chunk's float mask is written by the bias function and read once by the kernel. At 4096 keys a chunk of 256
-# rows is 16 MiB (4 heads): it goes out to memory and comes back. A chunk that stays in the cache between the two
-# costs a few more kernel calls and no memory traffic: FIRE's whole forward took 2.9 of RoPE's time at 64 rows
-# against 3.3 at 256, CoPE's 5.6 against 10.5 (2 CPU cores). 32 rows is about where more calls stop paying.
+# On the CPU a chunk's float mask is written by the bias function and read once by the kernel. At 4096 keys a chunk
+# of 256 rows is 16 MiB (4 heads): it goes out to memory and comes back. A chunk that stays in the cache between
+# the two costs a few more kernel calls and no memory traffic: FIRE's whole forward took 2.9 of RoPE's time at 64
+# rows against 3.3 at 256, CoPE's 5.6 against 10.5 (2 cores). At 16 rows the calls cost more than they save.
+# A GPU keeps q_chunk: there each call is a launch, and smaller chunks were not measured.
 MASK_BYTES, MIN_ROWS = 4 * 2 ** 20, 32
 
 
 def rows_per_chunk(q, q_chunk: int, keys: int) -> int:
-    """Rows per chunk of queries q (B, H, Tq, D) whose float mask spans at most `keys` keys: q_chunk, or fewer
-    (down to MIN_ROWS) so that one (H, rows, keys) mask stays within MASK_BYTES (the batch aside)."""
+    """Rows per chunk of queries q (B, H, Tq, D) whose float mask spans at most `keys` keys: q_chunk, or on the
+    CPU fewer (down to MIN_ROWS) so that one (H, rows, keys) mask stays within MASK_BYTES (the batch aside)."""
+    if q.device.type != "cpu":
+        return q_chunk
     per_row = q.shape[-3] * max(keys, 1) * q.element_size()  # H * keys floats
     return min(q_chunk, max(MIN_ROWS, MASK_BYTES // per_row))
 

@@ -46,9 +46,11 @@ and grows with i only past it, as the reference's 512 at its configured sequence
 L_ratio starts L at that fraction of it instead, fire{L_ratio=0.25}: then training meets the
 interpolation at every query past L); log1p for log(. + 1); no random-position training (its max_length).
 
-All three: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. The
-bias is asked one chunk of queries at a time (attn_common.attn_sdpa): no (H, T, T) tensor at 4096;
-FIRE's chunk holds (rows, keys, 32) hidden values. Here: registered by schemes.py (`--variants t5,kerple,fire`).
+All three: no cache state (the bias depends on positions only); a NoPE layer (nope_every) gets none. T5's and
+KERPLE's biases depend on i - j alone: their chunk function carries one number per distance (rows.distance), and
+attention reads every chunk's mask from it, writing none (attn_common.attn_sdpa); the chunks themselves serve a
+window or extra logits. FIRE's bias is asked one chunk of queries at a time: no (H, T, T) tensor at 4096.
+Here: registered by schemes.py (`--variants t5,kerple,fire`).
 Copied alone it needs torch only (the registration at the bottom runs inside this repository);
 `python field/field_relbias.py` checks.
 """
@@ -227,16 +229,17 @@ class FIRE(nn.Module):
     def L(self) -> torch.Tensor:
         return (self.L_scale * self.L0).abs()
 
-    def block(self, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
+    def block(self, i0: int, i1: int, j0: int, j1: int, pieces: tuple = None) -> torch.Tensor:
         """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0), no mask: f at u, u from
-        fire_distance, cheaper (mlp_pieces, toeplitz); the same numbers to float rounding."""
+        fire_distance, cheaper (mlp_pieces, toeplitz); the same numbers to float rounding. pieces: mlp_pieces of
+        this layer's MLP when the caller has them (once per layer, not per chunk)."""
         c, L = self.c.float(), self.L.float()
         i = torch.arange(i0, i1, device=self.c.device, dtype=torch.float32)[:, None]  # (R, 1)
         # the numerator psi(i - j) depends on i - j alone: R + S - 1 distances, cut into (R, S)
         d = torch.arange(i0 - j1 + 1, i1 - j0, device=self.c.device, dtype=torch.float32)  # (R+S-1,)
         num = toeplitz(torch.log1p((c * d).abs())[None], j1 - 1 - i0, i0, i1, j0, j1)[0]  # (R, S)
         u = num / (torch.log1p((c * torch.maximum(i, L)).abs()) + FIRE_EPS)  # fire_distance's u, (R, S)
-        t, A, B = mlp_pieces(self.fc, self.proj)   # breakpoints (W,), slopes and intercepts (H, W + 1)
+        t, A, B = pieces or mlp_pieces(self.fc, self.proj)  # breakpoints (W,), slopes and intercepts (H, W + 1)
         k = torch.bucketize(u.to(t.dtype).contiguous(), t).view(-1)  # the piece of every u, (R * S,)
 
         def pick(table):  # (H, W+1) -> (H, R, S); index_select writes the rows in order (A[:, k] takes 3x as long)
@@ -259,9 +262,10 @@ class FireLayers(nn.Module):
         if layer.nope:
             return None, None
         fire = self.layers[layer.index]
+        pieces = mlp_pieces(fire.fc, fire.proj)  # once per layer: 68 us, a tenth of RoPE's forward at 4096 per chunk
 
         def rows(a, b, s, e):
-            bias = fire.block(offset + a, offset + b, s, e)  # (H, b-a, e-s)
+            bias = fire.block(offset + a, offset + b, s, e, pieces)  # (H, b-a, e-s)
             return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 
