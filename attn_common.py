@@ -216,8 +216,9 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
 
 # On the CPU a chunk's float mask is written by the bias function and read once by the kernel. At 4096 keys a chunk
 # of 256 rows is 16 MiB (4 heads): it goes out to memory and comes back. A chunk that stays in the cache between
-# the two costs a few more kernel calls and no memory traffic: FIRE's whole forward took 2.9 of RoPE's time at 64
-# rows against 3.3 at 256, CoPE's 5.6 against 10.5 (2 cores). At 16 rows the calls cost more than they save.
+# the two costs a few more kernel calls and no memory traffic: FIRE's whole forward took 2.6 of RoPE's time at 64
+# rows against 3.3 at 256, CoPE's 5.2 against 9.2, selective attention's (which repeats work per chunk) 2.5 at both
+# (2 cores, side by side). At 16 rows the calls cost more than they save.
 # A GPU keeps q_chunk: there each call is a launch, and smaller chunks were not measured.
 MASK_BYTES, MIN_ROWS = 4 * 2 ** 20, 32
 
