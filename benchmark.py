@@ -10,7 +10,7 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
     length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
 Writes <results>/benchmark.md, .json and .png (atomically): results/ only for the full run (every scheme, every
-default), a partial run runs/benchmark/, a --scheme-file's runs/custom/benchmark/. Unlike that article's
+default; on a GPU results/gpu/), a partial run runs/benchmark/, a --scheme-file's runs/custom/benchmark/. Unlike that article's
 run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
 
     python benchmark.py                # the full run, a few minutes on 2 cores: results/
@@ -350,13 +350,13 @@ def main(argv=None) -> int:
     if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json, checked first
         check_redraw([out / "benchmark.json"], cli.command("benchmark.py", argv))
         return check_writable(out, "--results") or redraw(out)
-    check_writable(out, "--results")  # before minutes of measuring
     try:
         device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
         cli.fail(str(e))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    out = out / "gpu" if device.type != "cpu" and is_repo_results(out) else out  # results/ holds the CPU's run
+    check_writable(out, "--results")  # before minutes of measuring
+    torch.set_num_threads(cfg.threads or torch.get_num_threads())
     cfg = replace(cfg, threads=torch.get_num_threads())  # the memory subprocesses use the same number
     do_memory = cfg.memory and device.type in ("cuda", "cpu") and sys.platform != "win32"
     t_start = time.perf_counter()

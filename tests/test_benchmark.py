@@ -83,6 +83,24 @@ def test_a_partial_run_never_writes_results(capsys):
     assert e.value.code == 2 and "lengths, schemes" in capsys.readouterr().err
 
 
+def test_the_full_run_on_a_gpu_goes_to_results_gpu(monkeypatch):
+    """results/ holds the CPU's full run: the full run on another device writes results/gpu/, and a partial run
+    stays in runs/benchmark/ (the folder each would write, read where main checks it before measuring)."""
+    class Checked(Exception):
+        pass
+
+    def stop(folder, flag):
+        raise Checked(folder)
+    monkeypatch.setattr(benchmark, "check_writable", stop)
+    for kind, argv, want in (("cuda", [], "results/gpu"), ("cpu", [], "results"),
+                             ("cuda", ["--lengths", "4096"], "runs/benchmark")):
+        monkeypatch.setattr(tiny_lm, "pick_device", lambda name, mps=True, kind=kind: torch.device(kind))
+        with pytest.raises(Checked) as e:
+            benchmark.main(argv)
+        got = e.value.args[0]
+        assert got.resolve() == (benchmark.Path(benchmark.__file__).parent / want).resolve(), (kind, argv, got)
+
+
 def test_options_set_are_measured_tabulated_and_drawn(tmp_path):
     """--schemes takes a scheme with options set (t5{scale=2.0}; {a=1,b=2} for two), through variants.admit as
     every script: each is built with its options, timed, written into the report and drawn; a name that is no
