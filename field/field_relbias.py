@@ -70,7 +70,7 @@ L_PER_TRAIN_LEN = 1.0  # L starts at the training length (the reference's init_L
 KERPLE_EPS = 1e-2  # the reference's floor for r1 and r2
 
 
-def causal(bias: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
+def hide_later(bias: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
     """bias (..., R, S) of queries at positions i0.. on keys at j0..: -inf where the key is later, j > i, written
     in place (bias must be a new tensor of yours) and only in the columns from the first later key on; returns bias."""
     c0 = max(0, i0 + 1 - j0)  # no key before column c0 is later than any query (a copy of the whole chunk cost
@@ -266,7 +266,7 @@ class FireLayers(nn.Module):
 
         def rows(a, b, s, e):
             bias = fire.block(offset + a, offset + b, s, e, pieces)  # (H, b-a, e-s)
-            return (causal(bias, offset + a, s) if self.causal else bias).to(x.dtype)
+            return (hide_later(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 
 
