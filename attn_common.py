@@ -173,10 +173,10 @@ def _attn_sdpa(q, k, v, score_bias=None, causal=False, q_chunk=256, window=0, wi
         bias that is visibly unmasked raises ValueError. With a window, the window mask does it.
 
     Without a bias, extra logits or a window: one kernel call. Otherwise the queries go in chunks of
-    q_chunk rows (on the CPU fewer, where a float mask would not fit the cache: rows_per_chunk), each against only
-    the keys it can see: rows a..b-1 sit at positions past + a ..
-    past + b - 1 (past = Tk - Tq), so with a causal mask keys up to past + b - 1, and with window=w
-    > 0 from first_visible_key of row a. A long context then costs O(Tq Tk / 2) causal, O(Tq (q_chunk
+    q_chunk rows (on the CPU fewer, where a float mask would not fit the cache: rows_per_chunk), each
+    against only the keys it can see: rows a..b-1 sit at positions past + a .. past + b - 1
+    (past = Tk - Tq), so with a causal mask keys up to past + b - 1, and with window=w > 0 from
+    first_visible_key of row a. A long context then costs O(Tq Tk / 2) causal, O(Tq (q_chunk
     + w)) windowed, and memory for one chunk's (B?, H, q_chunk, keys) mask. extra_logits (attention
     sinks) join each chunk's mask as n more columns over keys of zeros.
     """
