@@ -47,7 +47,7 @@ prepare run once per forward, before the first layer. What a hook returns is che
 (check_qk, checked_bias, checked_extra): the wrong layout or shape is a SchemeError naming the scheme
 and the hook, before attention runs.
 
-`layer` is a Layer: index, nope (a NoPE layer of nope_every), window (0: global), rope. A scheme
+`layer` is a Layer: index, nope (a NoPE layer of nope_every), window (0: global), rope, window_kind. A scheme
 decides what a NoPE layer means for it (rope: no rotation; alibi: no bias).
 
 The rest of the contract (Scheme's fields):
@@ -105,6 +105,7 @@ class Layer(NamedTuple):
     nope: bool                    # a layer without positions (GPTConfig.nope_every)
     window: int                   # its local window; 0: global
     rope: Optional[nn.Module]     # its RotaryEmbedding (TinyLM.rope_of), or None
+    window_kind: str = "sliding"  # with window > 0: "sliding" (keys i-w < j <= i) or "chunked" (i's chunk of w)
 
 
 @dataclass(frozen=True)

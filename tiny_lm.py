@@ -420,7 +420,7 @@ class TinyLM(nn.Module):
         new_cache = []
         for i, block in enumerate(self.blocks):
             nope = i in self.nope_layers  # the scheme leaves it without positions (the causal mask stays)
-            layer = Layer(i, nope, block.attn.window, self.rope_of(i))
+            layer = Layer(i, nope, block.attn.window, self.rope_of(i), block.attn.window_kind)
             x, kv = block(x, scheme=scheme, module=module, layer=layer, offset=offset, shared=shared,
                           q_scale=temp if nope else None, kv=None if cache is None else cache[i])
             new_cache.append(kv)

@@ -21,7 +21,8 @@ would send the remainder nowhere: the reference's first output, not its attentio
 Checked against the authors' reference (shawntan/stickbreaking-attention, stickbreaking_attention/sb_ref.py
 with tests/test_attn.py's ref_fwd: attend_current=False, o + rem v): tests/test_field_stickbreaking.py.
 
-Conventions: causal only; no parameters; cached decoding needs no state (k holds the cached keys). The
+Conventions: causal only; no parameters; cached decoding needs no state (k holds the cached keys). Under a
+local window (GPTConfig.attn_window) each query's stick starts at the first key of its window. The
 sums run in float32. Cost: each chunk of queries computes z against every key it sees and a cumulative
 sum over them, O(T^2) per head as attention is. A NoPE layer (nope_every) is softmax attention.
 Here: registered by tiny_lm.py's import of field/ (`--variants stickbreaking`);
@@ -39,13 +40,19 @@ except ImportError:
     schemes = None
 
 
-def stick_bias(z: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
+def stick_bias(z: torch.Tensor, i0: int, j0: int, window: int = 0, window_kind: str = "sliding") -> torch.Tensor:
     """Scores z_ij = q_i . k_j / sqrt(D) (B, H, R, C) of queries at positions i0.. against keys j0.. (j0 <= i0)
     -> the bias (B, H, R, C) whose softmax with z is stick-breaking: c_ij below the diagonal, c_i0 - z_ii on
-    it, -inf past it. Keys before j0 are outside the chunk (a window): the sticks start at j0."""
+    it, -inf past it. The sticks start at each query's first visible key: j0 (keys before it are outside the
+    chunk), or with a local window w > 0 the first key of that query's window ("sliding": i - w + 1;
+    "chunked": the start of i's chunk of w), so a key the window hides never shrinks the stick."""
     i = torch.arange(i0, i0 + z.shape[-2], device=z.device)[:, None]  # (R, 1) query positions
     j = torch.arange(j0, j0 + z.shape[-1], device=z.device)[None, :]  # (1, C) key positions
-    log_keep = F.logsigmoid(-z).masked_fill(j >= i, 0.0)  # log(1 - beta_il), keys l < i only
+    hidden = j >= i  # log(1 - beta_il) counts for keys l < i only ...
+    if window:  # ... and inside the query's window (the window mask hides the rest from softmax too)
+        first = (i - window + 1).clamp(min=0) if window_kind == "sliding" else (i // window) * window  # (R, 1)
+        hidden = hidden | (j < first)
+    log_keep = F.logsigmoid(-z).masked_fill(hidden, 0.0)  # (B, H, R, C)
     # c_ij = sum_{l >= j} log(1 - beta_il): a cumulative sum from the last key back
     c = log_keep.flip(-1).cumsum(-1).flip(-1)             # (B, H, R, C)
     bias = torch.where(j == i, c[..., :1] - z, c)         # the remainder c_i0 on the query's own key
@@ -63,7 +70,7 @@ class StickBreaking(nn.Module):
 
         def rows(a, b, s, e):
             z = q[..., a:b, :].float() @ k[..., s:e, :].float().transpose(-2, -1) * scale  # (B, H, b-a, e-s)
-            return stick_bias(z, offset + a, s)
+            return stick_bias(z, offset + a, s, layer.window, getattr(layer, "window_kind", "sliding"))
         return rows, None
 
 

@@ -49,3 +49,26 @@ def test_stickbreaking_equals_the_reference():
 def test_stickbreaking_chunks_and_cache_equal_one_forward():
     torch.manual_seed(0)
     chunks_and_cache_agree(TinyLM(GPTConfig(**KW)).eval(), "stickbreaking")
+
+
+@pytest.mark.parametrize("kind", ["sliding", "chunked"])
+def test_stickbreaking_under_a_window_breaks_the_stick_of_the_window_alone(kind):
+    """A local window of 4: row i is the reference run on the keys its window shows alone (keys first..i, first
+    the window's first key), so a hidden key never shrinks the stick; chunks of 5 and 3 queries against cached
+    keys give the same rows."""
+    entry, w = schemes.get("stickbreaking"), 4
+    m = entry.build(GPTConfig(**KW))
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 13, 8) * 1.5 for _ in range(3))
+    want = torch.stack([reference(q[..., f:i + 1, :], k[..., f:i + 1, :], v[..., f:i + 1, :])[..., -1, :]
+                        for i in range(13) for f in [max(0, i - w + 1) if kind == "sliding" else i // w * w]],
+                       dim=-2)  # (B, H, 13, D)
+    layer = schemes.Layer(0, False, w, None, kind)
+    rows, _ = entry.score_bias(m, None, layer, 0, None, None, q=q, k=k)
+    got = attn_sdpa(q, k, v, score_bias=rows, causal=True, q_chunk=5, window=w, window_kind=kind)
+    err = (got - want).abs().max().item()
+    assert err < 1e-5, f"stick-breaking, {kind} window {w}, vs the reference on each window's keys: max diff {err:.2e}"
+    rows, _ = entry.score_bias(m, None, layer, 10, None, None, q=q[..., 10:, :], k=k)
+    got = attn_sdpa(q[..., 10:, :], k, v, score_bias=rows, causal=True, window=w, window_kind=kind)
+    err = (got - want[..., 10:, :]).abs().max().item()
+    assert err < 1e-5, f"stick-breaking, {kind} window {w}, 3 queries against cached keys: max diff {err:.2e}"

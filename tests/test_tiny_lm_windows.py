@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import attn_common
+import schemes
 import tiny_lm
 from attn_common import first_visible_key, llama4_attn_temperature
+from conftest import chunks_and_cache_agree
 from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -164,6 +166,15 @@ def test_cached_decoding_with_a_window_equals_full_forward(kw):
     a = model.generate(x[:, :4], 12, temperature=0, use_cache=True)
     b = model.generate(x[:, :4], 12, temperature=0, use_cache=False)
     assert torch.equal(a, b), f"{kw}: greedy tokens differ at {(a != b).nonzero().tolist()}"
+
+
+@pytest.mark.parametrize("kind", ["sliding", "chunked"])
+@pytest.mark.parametrize("pos", sorted(schemes.REGISTRY))
+def test_every_scheme_under_a_window_agrees_in_chunks_and_through_the_cache(pos, kind):
+    """Every registered scheme with local layers of window 5 (24 tokens, several windows): chunks of 3 queries and
+    cached decoding, one token at a time, give one full forward's logits. A bias that reads q and k must start
+    what it accumulates at each query's own window (stick-breaking's stick did not: 0.2 logits apart)."""
+    chunks_and_cache_agree(make_model(n_layer=2, pos=pos, attn_window=5, window_kind=kind), f"{pos}, {kind} window 5")
 
 
 # ============================================================================ attention temperature
