@@ -162,12 +162,72 @@ def _in_field_dir(pos_file: str) -> bool:
     return Path(pos_file).resolve().parent == FIELD_DIR
 
 
+# The hooks' signatures now and before (docs/your_scheme.md's changelog). A hook written to an earlier one
+# still runs: register() wraps it so that it gets only the arguments it was written for.
+SIGNATURES = {
+    "input_rows": "input_rows(m, T, offset)",
+    "rotate_qk": "rotate_qk(m, q, k, offset, layer)",
+    "prepare": "prepare(m, x, offset)",
+    "score_bias": "score_bias(m, x, layer, offset, shared, past, q=None, k=None) -> (bias, state)",
+    "extra_logits": "extra_logits(m, x, layer, offset, shared, past, q=None, k=None) -> (logits, state)",
+}
+POSITIONAL = {"input_rows": 3, "rotate_qk": 5, "prepare": 3, "score_bias": 6, "extra_logits": 6}
+_LOADING = []  # the --scheme-file being imported by load_files, for the messages of register()
+
+
+def _takes(fn, n: int, keywords=()) -> Optional[bool]:
+    """Can fn be called with n positional arguments and these keywords? None where Python cannot tell."""
+    import inspect
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*range(n), **{k: None for k in keywords})
+        return True
+    except TypeError:
+        return False
+
+
+def _adapted(entry: Scheme) -> Scheme:
+    """The entry with each hook in today's form, or ValueError naming the hook's current signature.
+    Written to the first contract (2026-12-02), score_bias(m, x, layer, offset, shared, past) gets no q and k,
+    and extra_logits(m, q, layer) -> logits or None gets its q and returns (logits, None)."""
+    new = {}
+    for hook in entry.hooks:
+        fn, n = getattr(entry, hook), POSITIONAL[hook]
+        if _takes(fn, n, ("q", "k") if hook in ("score_bias", "extra_logits") else ()) in (True, None):
+            continue
+        if hook == "score_bias" and _takes(fn, 6):
+            new[hook] = functools.wraps(fn)(lambda m, x, layer, offset, shared, past, q=None, k=None, _f=fn:
+                                            _f(m, x, layer, offset, shared, past))
+        elif hook == "extra_logits" and _takes(fn, 3):
+            new[hook] = functools.wraps(fn)(lambda m, x, layer, offset, shared, past, q=None, k=None, _f=fn:
+                                            (_f(m, q, layer), None))
+        else:
+            raise ValueError(f"scheme {entry.name!r}: its {hook} cannot be called as {SIGNATURES[hook]}; write it "
+                             f"to that signature (docs/your_scheme.md, the changelog lists the earlier ones)")
+    return replace(entry, **new) if new else entry
+
+
+def _registered_by(name: str) -> str:
+    """The file that registered a scheme: its --scheme-file, its pos_file, or schemes.py."""
+    if name in FILES:
+        return FILES[name]["path"]
+    return REGISTRY[name].pos_file or "schemes.py"
+
+
 def register(entry: Scheme) -> Scheme:
     """Add a scheme; its name must be new and usable as an attribute (TinyLM keeps model.<name>), its
-    colour distinct from every registered scheme's (None: a free spare one); one-line errors."""
-    if not entry.name.isidentifier() or entry.name in REGISTRY:
-        raise ValueError(f"scheme name {entry.name!r} must be a Python identifier not yet registered "
-                         f"(registered: {', '.join(REGISTRY)})")
+    colour distinct from every registered scheme's (None: a free spare one); one-line errors. Hooks written
+    to an earlier documented signature are wrapped to today's (_adapted)."""
+    if not entry.name.isidentifier():
+        raise ValueError(f"scheme name {entry.name!r} must be a Python identifier (TinyLM keeps model.<name>)")
+    if entry.name in REGISTRY:
+        here = f" in {_LOADING[-1]}" if _LOADING else ""
+        raise ValueError(f"scheme name {entry.name!r}{here} is taken: {_registered_by(entry.name)} registered it "
+                         f"first; rename yours (e.g. {entry.name + '_mine'!r})")
+    entry = _adapted(entry)
     taken = {e.colour.lower(): n for n, e in REGISTRY.items()}
     if entry.colour is None:
         free = [c for c in SPARE_COLOURS if c not in taken]
@@ -216,11 +276,16 @@ def load_files(paths) -> list:
         text = path.read_bytes()
         before = set(REGISTRY)
         spec = importlib.util.spec_from_file_location(f"scheme_file_{path.stem}", path)
+        _LOADING.append(str(path))
         try:
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
         except Exception as e:
+            for n in [n for n in REGISTRY if n not in before]:  # a file is taken whole or not at all
+                unregister(n)
             raise ValueError(f"--scheme-file {path} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
                              ) from None
+        finally:
+            _LOADING.pop()
         new = [n for n in REGISTRY if n not in before]
         if not new:
             raise ValueError(f"--scheme-file {path} registered no scheme; call schemes.register(Scheme(...)) in it")

@@ -23,7 +23,7 @@ import schemes
 import tiny_lm
 import train_compare
 import variants
-from conftest import chunks_and_cache_agree, cached_logits, repo_files
+from conftest import chunks_and_cache_agree, cached_logits, repo_files, scheme_file_loaded
 from tiny_lm import CheckpointError, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -336,3 +336,75 @@ def test_train_compare_says_a_wrong_hook_in_one_line_before_training(tmp_path, c
         err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and not (tmp_path / "ck" / "bad_bias.pt").exists(), rc
     assert err[-1].startswith("error: bad_bias: scheme 'bad_bias': score_bias's function gave rows 0..7"), err
+
+
+# ----------------------------------------------------------------------------- files written to an earlier contract
+
+OLD = Path(__file__).resolve().parent / "schemes" / "old_contract.py"
+
+
+def _same_weights(model: TinyLM, like: TinyLM) -> TinyLM:
+    """model with like's weights wherever the names agree (the scheme's own module differs by name only)."""
+    mine = model.state_dict()
+    model.load_state_dict({k: like.state_dict().get(k, v) for k, v in mine.items()})
+    return model.eval()
+
+
+def test_a_file_written_to_the_first_contract_still_runs():
+    """tests/schemes/old_contract.py's hooks, written without q and k (score_bias) and as extra_logits(m, q, layer):
+    old_alibi's logits equal the built-in alibi's, old_sink's equal none with sinks=True, both in chunks and
+    through the cache."""
+    with scheme_file_loaded(OLD, ["old_alibi", "old_sink"]):
+        x = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(4))
+        for old, want_kw in (("old_alibi", {"pos": "alibi"}), ("old_sink", {"pos": "none", "sinks": True})):
+            torch.manual_seed(0)
+            want = TinyLM(GPTConfig(**KW, **want_kw)).eval()
+            with torch.no_grad():
+                for name, p in want.named_parameters():
+                    p.add_(torch.randn_like(p) * 0.1 * (not name.endswith(".sink")))  # the sinks' logits stay 0
+            model = _same_weights(TinyLM(GPTConfig(**KW, pos=old)), want)
+            with torch.no_grad():
+                err = (model(x).logits - want(x).logits).abs().max().item()
+            assert err < 1e-5, f"{old}, written to the first contract, vs {want_kw}: max logit diff {err:.2e}"
+            chunks_and_cache_agree(model, old)
+
+
+def test_a_hook_of_no_known_signature_and_a_name_clash_are_one_line(tmp_path, capsys):
+    """A hook that fits neither today's signature nor an earlier one is refused as the file loads, naming today's;
+    a name taken already names the file that took it and suggests a rename; a refused file leaves none of its
+    schemes registered."""
+    bad = tmp_path / "bad_sig.py"
+    bad.write_text("import schemes\nschemes.register(schemes.Scheme('bad_sig', 'b', score_bias=lambda m, x: (None, None)))\n")
+    clash = tmp_path / "clash.py"
+    clash.write_text("import schemes\nschemes.register(schemes.Scheme('first_ok', 'nothing'))\n"
+                     "schemes.register(schemes.Scheme('cope', 'nothing'))\n")
+    for path, want in ((bad, "score_bias(m, x, layer, offset, shared, past, q=None, k=None)"),
+                       (clash, "field_cope.py registered it first; rename yours (e.g. 'cope_mine')")):
+        with pytest.raises(SystemExit) as e:
+            schemes.load_argv(["--scheme-file", str(path)])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and len(err.splitlines()) == 1 and want in err and str(path) in err, err
+    assert "first_ok" not in schemes.REGISTRY and "bad_sig" not in schemes.REGISTRY, "a refused file left schemes"
+
+
+def test_a_rotation_read_from_content_goes_in_as_the_pages_score_bias():
+    """docs/your_scheme.md's route for a rotation rotate_qk cannot express (its angle a running sum of a gate read
+    from the tokens): the bias (q'_i . k'_j - q_i . k_j) / sqrt(D), per chunk, gives attention on the turned q', k'."""
+    from attn_common import attn_sdpa, hide_later_keys
+    torch.manual_seed(5)
+    B, H, T, D = 2, 2, 11, 8
+    q, k, v = (torch.randn(B, H, T, D, dtype=torch.float64) for _ in range(3))
+    angle = torch.sigmoid(torch.randn(B, 1, T, 1, dtype=torch.float64)).cumsum(2) * torch.linspace(1, 0.1, D // 2)
+
+    def turn(t):  # each adjacent pair (t0, t1) by its position's angle, (B, H, T, D)
+        a, b = t[..., 0::2], t[..., 1::2]
+        c, s = angle.cos(), angle.sin()
+        return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+    qt, kt = turn(q), turn(k)
+
+    def rows(a, b, s, e):
+        new, plain = qt[..., a:b, :] @ kt[..., s:e, :].transpose(-2, -1), q[..., a:b, :] @ k[..., s:e, :].transpose(-2, -1)
+        return hide_later_keys((new - plain) / D ** 0.5, a, s)
+    want = attn_sdpa(qt, kt, v, causal=True)
+    err = (attn_sdpa(q, k, v, score_bias=rows, causal=True, q_chunk=4) - want).abs().max().item()
+    assert err < 1e-10, f"the page's score-bias route vs attention on the turned q and k: max diff {err:.2e}"

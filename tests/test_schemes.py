@@ -155,8 +155,10 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
         GPTConfig(pos="no_such_scheme")
     assert str(e.value) == \
         f"unknown position scheme 'no_such_scheme'; choose one of {', '.join(schemes.names())}", e.value
-    with pytest.raises(ValueError, match="must be a Python identifier not yet registered"):
+    with pytest.raises(ValueError, match=r"scheme name 'rope' is taken: pos_rope.py registered it first; rename yours"):
         schemes.register(Scheme("rope", "again"))
+    with pytest.raises(ValueError, match="must be a Python identifier"):
+        schemes.register(Scheme("not-a-name", "again"))
     with registered(Scheme("toy_turn", "Q/K rotation", rotate_qk=scaled_rotation, rope_options=True)):
         GPTConfig(**{**KW, "pos": "toy_turn", "partial_rotary_factor": 0.5, "nope_every": 2})
         GPTConfig(**{**KW, **variants.VARIANTS["gemma_hybrid"], "pos": "toy_turn"})
