@@ -13,6 +13,9 @@
   fox_gates     FoX's forget gates: the mean -log f per head on the letters of planted keys against the
                 other characters of the same windows (keys of distinct capitals, 2-3 copies up to 200
                 apart, as the copy curriculum's second phase plants them), for every fox checkpoint.
+  cope          CoPE's position table: |e[n]|, the length of the embedding a count n reads, per layer, at
+                the counts COPE_COUNTS (0 .. npos - 1). Every count past npos - 1 reads e[npos - 1]; the
+                table starts at zero, so a count that training never reached keeps an embedding near zero.
 
 How the weight on the first keys is measured: every attention call of the model runs a second time with a
 value that is 1 on keys 0..3 and 0 elsewhere (tiny_lm.attn_sdpa, the path the model runs), so the output is
@@ -42,8 +45,9 @@ from field_relbias import KERPLE_EPS
 from variants import admit, is_copy
 
 N_FIRST, LONG = 4, 4096  # StreamingLLM's 4 kept tokens; the longest length extrapolation_test measures
-SECTIONS = ("first_tokens", "fire", "kerple", "fox_gates")
-PROBED = ("rope", "alibi", "fire", "kerple", "fox")  # the schemes whose checkpoints a probe reads
+SECTIONS = ("first_tokens", "fire", "kerple", "fox_gates", "cope")
+PROBED = ("rope", "alibi", "fire", "kerple", "fox", "cope")  # the schemes whose checkpoints a probe reads
+COPE_COUNTS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 192, 255, 256)  # the counts whose embedding the cope probe reads
 
 
 # ----------------------------------------------------------------------------- the weight on the first keys
@@ -108,6 +112,14 @@ def kerple_rows(model) -> list:
 
 
 @torch.no_grad()
+def cope_rows(model) -> list:
+    """Per layer and count n in COPE_COUNTS (those inside the table): |e[n]|, the Euclidean length of column n."""
+    emb = model.pos_module.emb  # (L, D, npos)
+    return [{"layer": l, "n": n, "norm": emb[l, :, n].norm().item()}
+            for l in range(emb.shape[0]) for n in COPE_COUNTS if n < emb.shape[-1]]
+
+
+@torch.no_grad()
 def fox_gate_rows(model, val_ids: torch.Tensor, vocab: str, n_windows: int, train_len: int, seed: int = 0) -> list:
     """Per layer and head: mean -log f on planted key letters and on the other characters of the same windows."""
     g = torch.Generator().manual_seed(seed)
@@ -157,7 +169,8 @@ def probe(args) -> None:
     device, val_ids, vocab, fingerprint = load_eval_data(args)
     found = checkpoints(ckpt_dir, seed_folders(args))
     if not found:
-        fail(f"no rope, alibi, fire, kerple or fox checkpoint in {ckpt_dir}/; run `{make} --variants fire,kerple,fox` first")
+        fail(f"no rope, alibi, fire, kerple, fox or cope checkpoint in {ckpt_dir}/; run `{make} --variants fire,kerple,fox` "
+             f"first")
     admit(sorted({p.stem for _, p in found}))  # names with options or a copy twin's: variants of the registry
     loaded = {p: load_checked(p, device, make, vocab, fingerprint) for _, p in found}  # (model, checkpoint)
     cks = {p: ck for p, (_, ck) in loaded.items()}
@@ -183,13 +196,16 @@ def probe(args) -> None:
             new["fire"] += [{**tag, "train_len": L, **r} for r in fire_rows(model, L)]
         elif pos == "kerple":
             new["kerple"] += [{**tag, **r} for r in kerple_rows(model)]
+        elif pos == "cope":
+            new["cope"] += [{**tag, **r} for r in cope_rows(model)]
         elif pos == "fox":
             new["fox_gates"] += [{**tag, "copy_twin": is_copy(variant), **r}
                                  for r in fox_gate_rows(model, val_ids, vocab, args.fox_windows, L)]
     path = results / "field_probes.json"
     old = read_json(path) if path.exists() else {}
     keep = {"first_tokens": lambda r: (r["variant"], r["layer"]), "fire": lambda r: (r["variant"], r["layer"]),
-            "kerple": lambda r: (r["variant"], r["head"]), "fox_gates": lambda r: (r["variant"], r["layer"], r["head"])}
+            "kerple": lambda r: (r["variant"], r["head"]), "fox_gates": lambda r: (r["variant"], r["layer"], r["head"]),
+            "cope": lambda r: (r["variant"], r["layer"], r["n"])}
     data = {s: merge_rows(old.get(s, []), new[s], keep[s]) for s in SECTIONS}
     made = {"command": cli.command("field_probes.py", args.argv), "commit": git_commit()}
     data["provenance"] = {**old.get("provenance", {}), **{row: {**provenance_of(cks[p]), "probe": made} for row, p in found}}
@@ -206,7 +222,7 @@ def markdown_table(head: list, rows: list) -> str:
 
 
 def report(data: dict) -> str:
-    """The four tables of field_probes.md, from the JSON."""
+    """The five tables of field_probes.md, from the JSON."""
     def pct(x):
         return f"{100 * x:.2f}%"
     parts = ["# Probes of the trained field schemes (`python field_probes.py`)\n"]
@@ -228,6 +244,14 @@ def report(data: dict) -> str:
     parts.append(markdown_table(["model", "layer", "head", "keys", "other", "keys / other"],
                                 [[r["variant"], r["layer"], r["head"], f"{r['keys']:.4f}", f"{r['other']:.4f}",
                                   f"{r['keys_over_other']:.2f}"] for r in data["fox_gates"]]))
+    cope = {}  # (variant, layer) -> {n: |e[n]|}
+    for r in data.get("cope", []):
+        cope.setdefault((r["variant"], r["layer"]), {})[r["n"]] = r["norm"]
+    counts = sorted({n for v in cope.values() for n in v})
+    parts.append("\n## CoPE's position table: |e[n]| per layer, the embedding a count n reads (counts past the last read it)\n")
+    parts.append(markdown_table(["model", "layer"] + [f"n = {n}" for n in counts],
+                                [[v, l] + [f"{row[n]:.3f}" if n in row else "-" for n in counts]
+                                 for (v, l), row in cope.items()]))
     return "\n".join(parts) + "\n"
 
 

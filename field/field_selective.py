@@ -40,7 +40,8 @@ def votes(z0: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
     """Head 0's scores (B, R, C) of queries at positions i0.. against keys j0.. -> S (B, R, C)."""
     i = torch.arange(i0, i0 + z0.shape[-2], device=z0.device)[:, None]  # (R, 1) query positions
     j = torch.arange(j0, j0 + z0.shape[-1], device=z0.device)[None, :]  # (1, C) key positions
-    # S_kj = relu(z0_kj) for 0 < j < k: not the first key, not itself, not a later key
+    # S_kj = relu(z0_kj) for 0 < j < k: not the first key, not itself, not a later key. The paper exempts
+    # <BOS>; our windows have none, so the exemption falls on key 0, whatever character it is.
     return z0.clamp(min=0.0).masked_fill((j >= i) | (j == 0), 0.0)
 
 

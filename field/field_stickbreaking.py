@@ -20,6 +20,8 @@ would send the remainder nowhere: the reference's first output, not its attentio
 
 Checked against the authors' reference (shawntan/stickbreaking-attention, stickbreaking_attention/sb_ref.py
 with tests/test_attn.py's ref_fwd: attend_current=False, o + rem v): tests/test_field_stickbreaking.py.
+That remainder on v_i is also their earlier model code's (dolomite-engine, sb_remainder). Their current model
+code instead adds rem times a learned vector per head (zero at the start) and a GroupNorm per head; not here.
 
 Conventions: causal only; no parameters; cached decoding needs no state (k holds the cached keys). Under a
 local window (GPTConfig.attn_window) each query's stick starts at the first key of its window. The

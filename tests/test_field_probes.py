@@ -106,3 +106,16 @@ def test_fox_gate_probe_of_an_input_blind_gate_is_its_bias():
     for r in rows:
         want = -F.logsigmoid(torch.tensor([0.0, 2.0, -1.0, 4.0])[r["layer"] * 2 + r["head"]]).item()
         assert abs(r["keys"] - want) < 1e-6 and abs(r["other"] - want) < 1e-6, (r, want)
+
+
+def test_cope_probe_reads_the_length_of_each_counts_embedding():
+    """|e[n]| per layer at the probed counts inside the table, against the norm computed here; a count past the
+    table (npos - 1 = 16 at train_len 16) is left out."""
+    model = tiny("cope", train_len=16)
+    with torch.no_grad():
+        model.cope.emb.copy_(torch.randn_like(model.cope.emb))
+    rows = field_probes.cope_rows(model)
+    emb = model.cope.emb
+    assert {r["n"] for r in rows} == {n for n in field_probes.COPE_COUNTS if n <= 16}, rows
+    err = max(abs(r["norm"] - math.sqrt(sum(float(x) ** 2 for x in emb[r["layer"], :, r["n"]]))) for r in rows)
+    assert err < 1e-5 and len(rows) == emb.shape[0] * 6, f"|e[n]| against the sum of squares: max diff {err:.2e}"
