@@ -55,10 +55,13 @@ import torch.nn.functional as F
 import cli
 import tables
 import tiny_lm
+from lab import atomic
+from lab import corpora
+from lab import devices
 from eval_common import (check_redraw, check_writable, corpus_mismatch, fail, is_repo_results, read_json, spread_blocks,
                          training_provenance)
 from perplexity import evaluate
-from tiny_lm import CorpusError
+from lab.corpora import CorpusError
 from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig
 
@@ -153,7 +156,7 @@ def run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out: Path, device):
     wall = round(time.perf_counter() - t0, 1)
     ck = {"config": asdict(cfg), "train_config": asdict(tc), "vocab": vocab, "losses": hist, "wall_s": wall,
           "model": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
-    tiny_lm.atomic_write(path, lambda tmp: torch.save(ck, tmp))
+    atomic.atomic_write(path, lambda tmp: torch.save(ck, tmp))
     return model, wall
 
 
@@ -201,11 +204,11 @@ def main(argv=None) -> int:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     try:
-        device = tiny_lm.pick_device(args.device)
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=tokens + 1)
+        device = devices.pick_device(args.device)
+        train_text, val_text, vocab = corpora.load_corpus(args.corpus, min_val_chars=tokens + 1)
     except (ValueError, CorpusError) as e:
         fail(str(e))
-    tok = tiny_lm.CharTokenizer(vocab)
+    tok = corpora.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # recipe_ablation.py's characters
     rows = []
@@ -225,7 +228,7 @@ def main(argv=None) -> int:
     fresh = {(r["scheme"], r["seed"]) for r in rows}
     rows = [r for r in (old or {}).get("rows", []) if (r["scheme"], r["seed"]) not in fresh] + rows
     rows.sort(key=lambda r: (r["seed"], list(SCHEMES).index(r["scheme"])))
-    tiny_lm.atomic_write_text(results / "anchor_xtransformers.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
+    atomic.atomic_write_text(results / "anchor_xtransformers.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
     tables.sync_recipe(results)  # docs/recipe.md's table shows these rows beside the ablation's
     print(f"wrote {results}/anchor_xtransformers.json")
     return 0

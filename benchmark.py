@@ -8,7 +8,7 @@ after --warmup, the schemes interleaved within every repetition so that a slow m
   * every hook the scheme has (schemes.py) for one layer at the longest length: time and bytes
     returned (score_bias: what attention reads of it, the largest chunk or the distance row);
   * ratios side by side: training tokens/s over a reference TinyLM(pos="none"), and at the longest
-    length forward time and memory, and tiny_lm.window_losses' time and memory, over RoPE's.
+    length forward time and memory, and lm_eval.window_losses' time and memory, over RoPE's.
 Writes <results>/benchmark.md, .json and .png (atomically): results/ only for the full run (every scheme, every
 default; on a GPU results/gpu/), a partial run runs/benchmark/, a --scheme-file's runs/custom/benchmark/. Unlike that article's
 run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
@@ -33,6 +33,9 @@ import cli
 import plots
 import schemes
 import tiny_lm
+from lab import atomic
+from lab import devices
+from lab import lm_eval
 from tiny_lm import GPTConfig, TinyLM
 from attn_common import rows_per_chunk
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
@@ -156,7 +159,7 @@ def scheme_memory(cfg: BenchConfig, scheme: str, device, files=()) -> dict:
     device, Te = torch.device(device), max(cfg.lengths)
     model, ids = make_lm(cfg, scheme).to(device).eval(), random_ids(cfg, cfg.eval_windows * max(cfg.lengths) + 1)
     runs = {f"forward {T}": lambda T=T: model(ids[:T].view(1, T).to(device)) for T in sorted(cfg.lengths)}
-    runs["eval"] = lambda: tiny_lm.window_losses(model, ids, Te, cfg.eval_windows)
+    runs["eval"] = lambda: lm_eval.window_losses(model, ids, Te, cfg.eval_windows)
     cuda, out = device.type == "cuda", {}
     if not cuda:
         import resource
@@ -214,7 +217,7 @@ def eval_times(cfg: BenchConfig, device, bar) -> dict:
     """Every scheme's window_losses at max(lengths), side by side: median seconds of each."""
     T, n, models = max(cfg.lengths), cfg.eval_windows, {s: make_lm(cfg, s).to(device) for s in cfg.schemes}
     ids = random_ids(cfg, n * T + 1)
-    cases = {s: (lambda m=m: tiny_lm.window_losses(m, ids, T, n)) for s, m in models.items()}
+    cases = {s: (lambda m=m: lm_eval.window_losses(m, ids, T, n)) for s, m in models.items()}
     return interleaved(cases, cfg.eval_repeats, cfg.warmup, device, bar)
 
 
@@ -259,7 +262,7 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
             "| scheme | hook | ms | MiB |", "|---|---|---:|---:|"]
     out += [f"| {s} | {h} | {ms(sec)} | {b / MiB:,.3f} |" for (s, h), (sec, b) in hooks.items()]
     out += ["", f"## Ratios to RoPE at T={Te}", "",
-            f"Forward: time and peak memory of the forward above. Evaluation: tiny_lm.window_losses over "
+            f"Forward: time and peak memory of the forward above. Evaluation: lm_eval.window_losses over "
             f"{cfg.eval_windows} windows of {Te}, median of {cfg.eval_repeats}, and its peak memory above the "
             f"baseline (its MiB in the column after). Training: over NoPE's, below.", "",
             "| scheme | forward time | forward memory | evaluation time | evaluation memory | evaluation MiB | "
@@ -351,7 +354,7 @@ def main(argv=None) -> int:
         check_redraw([out / "benchmark.json"], cli.command("benchmark.py", argv))
         return check_writable(out, "--results") or redraw(out)
     try:
-        device = tiny_lm.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
+        device = devices.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
     except ValueError as e:
         cli.fail(str(e))
     out = out / "gpu" if device.type != "cpu" and is_repo_results(out) else out  # results/ holds the CPU's run
@@ -375,7 +378,7 @@ def main(argv=None) -> int:
     data = {"config": asdict(cfg), "machine": machine_line(device), "device_type": device.type, "argv": argv,
             "times": triples(times), "memory": triples(memory), "hooks": triples(hooks), "tok_s": tok_s, "eval": ev,
             "wall_s": round(time.perf_counter() - t_start, 1)}
-    tiny_lm.atomic_write_text(out / "benchmark.json", json.dumps(data, indent=1))
+    atomic.atomic_write_text(out / "benchmark.json", json.dumps(data, indent=1))
     redraw(out)
     print((out / "benchmark.md").read_text(encoding="utf-8") + f"\nwrote {out / 'benchmark.json'}, .md and .png")
     return 0
@@ -388,7 +391,7 @@ def redraw(out: Path) -> int:
     times, memory, hooks = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "hooks"))
     report = build_report(cfg, d["machine"], d["device_type"], times, memory, hooks, d["tok_s"], d["eval"], d["argv"])
     report += f"\nWall time of this run: {d['wall_s']:.0f} s.\n"
-    tiny_lm.atomic_write_text(out / "benchmark.md", report)
+    atomic.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", d["device_type"])
     if is_repo_results(out):  # docs/field.md's cost table and the numbers of docs/benchmark.md's sentences
         import tables

@@ -28,6 +28,10 @@ import cli
 import plots
 import schemes
 import tiny_lm
+from lab import atomic
+from lab import corpora
+from lab import devices
+from lab import lm_eval
 from tiny_lm import GPTConfig, TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
@@ -275,10 +279,10 @@ def sample_left_to_right(model: TinyLM, prompt: torch.Tensor, n_new: int, ctx: i
 
 
 def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
-    train_text, val_text, vocab = corpus  # tiny_lm.load_corpus's, loaded by main before any model trains
+    train_text, val_text, vocab = corpus  # corpora.load_corpus's, loaded by main before any model trains
     if cfg.lm_train_chars:
         train_text = train_text[:cfg.lm_train_chars]
-    tok = tiny_lm.CharTokenizer(vocab)
+    tok = corpora.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     tc = replace(cfg.lm_train, seed=cfg.seed)
     prompt = val_ids[:min(32, val_ids.numel() // 2)]
@@ -293,7 +297,7 @@ def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
             model = TinyLM(GPTConfig(vocab_size=len(vocab), **cfg.lm_model, **scheme_config(pos), causal=causal,
                                      max_len=max(512, tc.seq_len)))
             hist = train(model, train_ids, val_ids, tc, desc=label, device=device)
-            ltr = tiny_lm.left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)
+            ltr = lm_eval.left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)
             gen = torch.Generator(device=device).manual_seed(cfg.seed)
             out = sample_left_to_right(model, prompt, cfg.lm_sample_chars, tc.seq_len, cfg.lm_temperature, gen)
             row = {"cell": label, "pos": pos, "causal": causal, "train_loss": hist["train_loss"][-1],
@@ -305,7 +309,7 @@ def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
                   f"{row['val_loss_teacher_forced']:.3f}, left to right {ltr:.3f} nats/char  {row['wall_s']:.0f} s")
     return {"train_config": asdict(tc), "model": cfg.lm_model, "n_train_chars": len(train_text),
             "n_val_chars": len(val_text), "vocab_size": len(vocab),
-            "corpus": tiny_lm.corpus_fingerprint(train_text + val_text), "cells": rows}
+            "corpus": corpora.corpus_fingerprint(train_text + val_text), "cells": rows}
 
 
 # ----------------------------------------------------------------------------- report
@@ -419,7 +423,7 @@ def main(argv=None) -> int:
         return check_writable(out, "--out") or redraw(out)
     check_writable(out, "--out")  # before any training
     try:  # a bad --device or corpus (a CorpusError is a ValueError): before the first model trains
-        device, corpus = tiny_lm.pick_device(cfg.device), tiny_lm.load_corpus(cfg.corpus, min_val_chars=2000)
+        device, corpus = devices.pick_device(cfg.device), corpora.load_corpus(cfg.corpus, min_val_chars=2000)
     except ValueError as e:
         fail(str(e))
     if cfg.threads:
@@ -432,7 +436,7 @@ def main(argv=None) -> int:
     res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
            "char_lm": char_lm, "left_out": left_out(cfg)}
-    tiny_lm.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
+    atomic.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
     redraw(out)
     print(f"wrote {out}/breakage.md, {out}/breakage.json, {out}/breakage.png in {res['wall_s']:.0f} s")
     return 0
@@ -441,7 +445,7 @@ def main(argv=None) -> int:
 def redraw(out: Path) -> int:
     """breakage.md and breakage.png from <out>/breakage.json alone."""
     res = json_to_redraw(out / "breakage.json", "python breakage_test.py")
-    tiny_lm.atomic_write_text(out / "breakage.md", make_markdown(res))
+    atomic.atomic_write_text(out / "breakage.md", make_markdown(res))
     make_plot(res, out / "breakage.png")
     return 0
 

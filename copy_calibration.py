@@ -44,6 +44,10 @@ from tqdm import tqdm
 
 import cli
 import tiny_lm
+from lab import atomic
+from lab import corpora
+from lab import devices
+from lab import lm_eval
 from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
 from eval_common import (check_redraw, check_writable, corpus_mismatch, csv_text, fail, is_repo_results, json_to_redraw, read_json,
                          spread_blocks)
@@ -123,7 +127,7 @@ def probe_windows(val_ids, T: int, mix: Mixture, key_ids, seed: int, n: int = 32
 
 def own_gain(model, seqs, keys) -> dict:
     """Loss on characters 2..K of first copies vs later copies, averaged over keys (nats/char)."""
-    loss = tiny_lm.token_losses(model, seqs, batch_size=16)  # (n, T): loss[r, t] is for predicting seqs[r, t + 1]
+    loss = lm_eval.token_losses(model, seqs, batch_size=16)  # (n, T): loss[r, t] is for predicting seqs[r, t + 1]
     # characters 2..K of a copy starting at s are the targets of positions s .. s + K - 2
     first = torch.stack([loss[r, st[0]:st[0] + K - 1].mean() for r, st, K in keys])
     later = torch.stack([torch.stack([loss[r, s:s + K - 1].mean() for s in st[1:]]).mean() for r, st, K in keys])
@@ -153,7 +157,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
                            synthetic=mix.synthetic, near_frac=mix.near_frac)
     t0 = time.perf_counter()
     hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, probe=probe)
-    tiny_lm.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": asdict(model.cfg)}, tmp))
+    atomic.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": asdict(model.cfg)}, tmp))
     copyable = sum((len(st) - 1) * (K_ - 1) for _, st, K_ in keys) / seqs[:, 1:].numel()
     return {"mixture": name, "config": asdict(mix), "train": asdict(tc), "model": mcfg, "hist": hist,
             "copyable": copyable, "trials": 4 if quick else 32, "passkey": PASSKEY,
@@ -271,12 +275,12 @@ def main(argv=None) -> int:
         check_writable(results, "--results")
         return redraw(results, args.pos, 4 if q else 32)
     try:
-        device = tiny_lm.pick_device(args.device)
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus)
-    except (ValueError, tiny_lm.CorpusError) as e:
+        device = devices.pick_device(args.device)
+        train_text, val_text, vocab = corpora.load_corpus(args.corpus)
+    except (ValueError, corpora.CorpusError) as e:
         fail(str(e))
     results = output_folder(args, names, base, mcfg, results, out)
-    tok = tiny_lm.CharTokenizer(vocab)
+    tok = corpora.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     alpha = alphabets(train_text, vocab)
     longest = max(32 * (base.seq_len + 1), max((24, 48) if q else RETRIEVAL_D) + 32 + RETRIEVAL_K + 2)
@@ -294,7 +298,7 @@ def main(argv=None) -> int:
         data = (train_ids, val_ids, tok.encode(alpha[mix.alphabet]), len(vocab),
                 key_ids_of(vocab, COPY_RECIPE.alphabet))
         records[name] = calibrate(name, mix, tc, mcfg, data, args.seed, device, q, out / f"{name}.pt")
-        tiny_lm.atomic_write_text(out / f"{name}.json", json.dumps(records[name], indent=1))
+        atomic.atomic_write_text(out / f"{name}.json", json.dumps(records[name], indent=1))
     save(results, records, args.pos, 4 if q else 32)
     print(f"wrote {results}/copy_calibration.csv, .md, .json, .png")
     return 0
@@ -331,7 +335,7 @@ def save(results: Path, records: dict, pos: str, trials: int) -> None:
         curves[name] = {"step": rec["hist"]["step"], "probe": rec["hist"]["probe"], "val_loss": rec["hist"]["val_loss"]}
     order = [n for n in MIXTURES if n in rows] + [n for n in rows if n not in MIXTURES]
     results.mkdir(parents=True, exist_ok=True)
-    tiny_lm.atomic_write_text(results / "copy_calibration.json", json.dumps(
+    atomic.atomic_write_text(results / "copy_calibration.json", json.dumps(
         {"passkey": PASSKEY, "rows": [rows[n] for n in order], "curves": {n: curves[n] for n in order}}, indent=1))
     redraw(results, pos, trials)
 
@@ -343,9 +347,9 @@ def redraw(results: Path, pos: str, trials: int) -> int:
     import plots
     data = json_to_redraw(results / "copy_calibration.json", "python copy_calibration.py")
     rows = data["rows"]
-    tiny_lm.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
+    atomic.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
     table = markdown_table(rows, pos, trials, data.get("passkey"))
-    tiny_lm.atomic_write_text(results / "copy_calibration.md", table)
+    atomic.atomic_write_text(results / "copy_calibration.md", table)
     plots.copy_calibration(results / "copy_calibration.png", data["curves"])
     sync_table("copy_calibration", table, results)
     return 0

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tiny_lm import CorpusError
+from lab.corpora import CorpusError
 
 # The first copy mixture's keys (copy_windows, copy_calibration.py) are digits: the plays hold almost
 # none (at most 4 of each), so the first copy is the only earlier place a key's characters occur.

@@ -20,12 +20,13 @@ The rules, applied in this order to every `*.py` file under the installed packag
      path, read as an integer, are 0 mod 10 (about a tenth, fixed by the path alone).
 Each kept file is written as "# file: sympy/<path>\\n<text>\\n\\n", training files first.
 
-The built text's SHA-256 is recorded in tiny_lm.CORPORA; a build that differs (another sympy
+The built text's SHA-256 is recorded in corpora.CORPORA; a build that differs (another sympy
 version) is refused there, with one line.
 """
 import hashlib
 import re
 from pathlib import Path
+from lab import corpora
 
 PACKAGE = "sympy"
 GENERATED = ("polys/benchmarks/bench_solvers.py",)

@@ -26,9 +26,13 @@ import pos_rope
 import row_names
 import schemes
 import tiny_lm
+from lab import checkpoint_io
+from lab import corpora
+from lab import devices
 import torch
 from cli import fail
-from tiny_lm import CheckpointError, CorpusError
+from lab.checkpoint_io import CheckpointError
+from lab.corpora import CorpusError
 from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, names_of,
                       order_of, real_run_mismatch, run_dirs)
 
@@ -42,8 +46,8 @@ def add_common_flags(p) -> None:
     p.add_argument("--batch-tokens", type=cli.integer(at_least=1), default=16384,
                    help="tokens per forward pass (memory knob)")
     p.add_argument("--corpus", default=None,
-                   help=f"the corpus the checkpoints were trained on: a name ({', '.join(tiny_lm.CORPORA)}; default "
-                        f"{tiny_lm.DEFAULT_NAME}; another name reads runs/main/NAME and writes results/NAME) or a UTF-8 file")
+                   help=f"the corpus the checkpoints were trained on: a name ({', '.join(corpora.CORPORA)}; default "
+                        f"{corpora.DEFAULT_NAME}; another name reads runs/main/NAME and writes results/NAME) or a UTF-8 file")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--results", default=None,
                    help="output folder (default results/; <ckpt-dir>/results with --quick or --preset preview, "
@@ -77,13 +81,13 @@ def seed_folders(args) -> list:
     if missing:
         fail(f"--seed-dirs {given}: no folder {', '.join(missing)}; name folders of other seeds' checkpoints, "
              f"or '' for none")
-    name = tiny_lm.corpus_name(getattr(args, "corpus", None))
+    name = corpora.corpus_name(getattr(args, "corpus", None))
     if given is not None:
         folders = [d for d in given.split(",") if d]
     elif args.quick or args.preset or name is None:
         folders = []
     else:
-        pattern = "seed*" if name == tiny_lm.DEFAULT_NAME else f"seed*/{name}"
+        pattern = "seed*" if name == corpora.DEFAULT_NAME else f"seed*/{name}"
         folders = sorted(str(p) for p in Path("runs").glob(pattern) if p.is_dir())
     return [(Path(d), seed_label(d)) for d in folders]
 
@@ -94,8 +98,8 @@ def check_common(args) -> None:
     if args.quick and args.preset:
         fail(f"--quick and --preset {args.preset} both choose the checkpoints; use one of them")
     try:
-        tiny_lm.corpus_path(args.corpus)
-        tiny_lm.pick_device(args.device)
+        corpora.corpus_path(args.corpus)
+        devices.pick_device(args.device)
     except (ValueError, CorpusError) as e:
         fail(str(e))
 
@@ -135,21 +139,21 @@ def check_writable(folder: Path, flag: str) -> None:
 
 def real_results_corpus(results) -> Optional[str]:
     """The corpus whose real runs the folder `results` holds: the default for the repository's
-    results/, NAME for results/NAME (a named corpus of tiny_lm.CORPORA); None for any other folder."""
+    results/, NAME for results/NAME (a named corpus of corpora.CORPORA); None for any other folder."""
     here = Path(results).resolve()
     if here == (HERE / "results").resolve():
-        return tiny_lm.DEFAULT_NAME
-    return next((n for n in tiny_lm.CORPORA if n != tiny_lm.DEFAULT_NAME and here == (HERE / "results" / n).resolve()),
+        return corpora.DEFAULT_NAME
+    return next((n for n in corpora.CORPORA if n != corpora.DEFAULT_NAME and here == (HERE / "results" / n).resolve()),
                 None)
 
 
 def corpus_mismatch(corpus, results=None) -> list:
     """[] when `corpus` is the corpus whose real runs `results` holds (default: results/, the
     default corpus), else the reason a run on it is not real there."""
-    want = real_results_corpus(results if results is not None else HERE / "results") or tiny_lm.DEFAULT_NAME
-    if tiny_lm.corpus_name(corpus) == want:
+    want = real_results_corpus(results if results is not None else HERE / "results") or corpora.DEFAULT_NAME
+    if corpora.corpus_name(corpus) == want:
         return []
-    return [f"corpus {corpus or tiny_lm.DEFAULT_NAME} (real runs there: corpus {want})"]
+    return [f"corpus {corpus or corpora.DEFAULT_NAME} (real runs there: corpus {want})"]
 
 
 def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fallback: Path = None,
@@ -198,11 +202,11 @@ def checked_results(args, results: Path, paths, ckpt_dir: Path, make: str, vocab
 def load_eval_data(args, min_val_chars: int = 0):
     """(device, validation ids, vocabulary, corpus fingerprint); exits with one line on a bad device or corpus."""
     try:
-        device = tiny_lm.pick_device(args.device)
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=min_val_chars)
+        device = devices.pick_device(args.device)
+        train_text, val_text, vocab = corpora.load_corpus(args.corpus, min_val_chars=min_val_chars)
     except (ValueError, CorpusError) as e:
         fail(str(e))
-    return device, tiny_lm.CharTokenizer(vocab).encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text)
+    return device, corpora.CharTokenizer(vocab).encode(val_text), vocab, corpora.corpus_fingerprint(train_text + val_text)
 
 
 def int_list(text: str, flag: str, increasing: bool = True) -> list:
@@ -254,7 +258,7 @@ def load_checked(path: Path, device, make: str, vocab: str, fingerprint: str, lo
     """(model, checkpoint dict) of a checkpoint trained on this corpus whose learned table (if
     any) covers `longest` positions; exits with one line if not."""
     try:
-        model, ck = tiny_lm.load_checkpoint(path, device=device, make_with=make)
+        model, ck = checkpoint_io.load_checkpoint(path, device=device, make_with=make)
     except CheckpointError as e:
         fail(str(e))
     if ck["vocab"] != vocab or ck.get("extra", {}).get("corpus", fingerprint) != fingerprint:
@@ -386,13 +390,13 @@ def provenance_of(ck: dict) -> dict:
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
             **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")},
             **({"device": made["device"]} if "device" in made else {}),  # absent: a checkpoint from before it was kept
-            **({"corpus": name} if (name := corpus_of_sha(made.get("corpus_sha256"))) not in (None, tiny_lm.DEFAULT_NAME)
+            **({"corpus": name} if (name := corpus_of_sha(made.get("corpus_sha256"))) not in (None, corpora.DEFAULT_NAME)
                else {})}  # a named corpus other than the default: its name beside its hash
 
 
 def corpus_of_sha(sha256) -> Optional[str]:
-    """The name of the corpus of tiny_lm.CORPORA whose built text has this SHA-256, or None."""
-    return next((n for n, e in tiny_lm.CORPORA.items() if e["sha256"] == sha256), None)
+    """The name of the corpus of corpora.CORPORA whose built text has this SHA-256, or None."""
+    return next((n for n, e in corpora.CORPORA.items() if e["sha256"] == sha256), None)
 
 
 def provenance_key(row: str) -> str:

@@ -58,6 +58,8 @@ import plots
 import schemes
 import streaming
 import tiny_lm
+from lab import atomic
+from lab import corpora
 from eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
                          checked_results, code_lines, own_definitions,
                          csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
@@ -113,7 +115,7 @@ def parse_args(argv=None):
 
 def corpus_description(corpus, n_val: int, span: int, n_blocks: int) -> str:
     """What the scored characters are, in words, for the captions."""
-    text = (f"the three held-out plays ({', '.join(p.replace('-', ' ').title() for p in tiny_lm.VAL_PLAYS)}; "
+    text = (f"the three held-out plays ({', '.join(p.replace('-', ' ').title() for p in corpora.VAL_PLAYS)}; "
             f"{n_val:,} characters)" if corpus is None else f"the validation part of {corpus} ({n_val:,} characters)")
     return f"{span:,} characters of {text}, taken as {n_blocks} blocks spread evenly from its start to its end"
 
@@ -224,7 +226,7 @@ def main(argv=None) -> int:
         args, min_val_chars=max(s["span"], s["decode_len"] * s["decode_windows"]) + 1)
     try:
         blocks = spread_blocks(val_ids.numel(), s["lengths"][-1], s["span"] // s["lengths"][-1])
-    except tiny_lm.CorpusError as e:
+    except corpora.CorpusError as e:
         fail(str(e))
     jobs = make_jobs(args, names, ckpt_dir, s["scalings"])
     results = checked_results(args, results, [j[1] for j in jobs], ckpt_dir, make, vocab, fingerprint, s["lengths"][-1])
@@ -251,7 +253,7 @@ def main(argv=None) -> int:
     meta["provenance"] = merged_provenance((old or {}).get("meta"), {provenance_key(j[0]): provenance_from(j[1])
                                                                     for j in jobs}, rows)
     results.mkdir(parents=True, exist_ok=True)
-    tiny_lm.atomic_write_text(results / "extrapolation.json", json.dumps(
+    atomic.atomic_write_text(results / "extrapolation.json", json.dumps(
         {"meta": meta, "rows": rows, "loss_vs_position": {r["variant"]: curves[r["variant"]] for r in rows}}, indent=1))
     redraw(results)
     scored = {j[0] for j in jobs}
@@ -271,9 +273,9 @@ def redraw(results: Path) -> int:
     # the code as it is now, not at scoring; a row whose scheme is not loaded (another --scheme-file's) keeps its count
     rows = [{**r, "pos_file_loc": core_loc(r["pos"]) if r["pos"] in schemes.REGISTRY else r.get("pos_file_loc")}
             for r in rows]
-    tiny_lm.atomic_write_text(results / "extrapolation.csv", csv_text(rows))
+    atomic.atomic_write_text(results / "extrapolation.csv", csv_text(rows))
     table = (preview_table if meta.get("preset") == "preview" else markdown_table)(rows, meta)
-    tiny_lm.atomic_write_text(results / "extrapolation.md", table)
+    atomic.atomic_write_text(results / "extrapolation.md", table)
     plots.ppl_vs_length(results / "ppl_vs_length.png", rows, lengths)
     plots.ppl_vs_length_all(results / "ppl_vs_length_all.png", rows, lengths)
     plots.loss_vs_position(results / "loss_vs_position.png", rows, data["loss_vs_position"], lengths)

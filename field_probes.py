@@ -36,6 +36,8 @@ import torch
 import cli
 import row_names
 import tiny_lm
+from lab import atomic
+from lab import corpora
 from cli import fail
 from copy_mixture import COPY_RECIPE, key_ids_of, plant_keys
 from eval_common import (check_common, check_redraw, check_writable, corpus_mismatch, eval_dirs, git_commit,
@@ -210,8 +212,8 @@ def probe(args) -> None:
     made = {"command": cli.command("field_probes.py", args.argv), "commit": git_commit()}
     data["provenance"] = {**old.get("provenance", {}), **{row: {**provenance_of(cks[p]), "probe": made} for row, p in found}}
     results.mkdir(parents=True, exist_ok=True)
-    tiny_lm.atomic_write_text(path, json.dumps(data, indent=1) + "\n")
-    tiny_lm.atomic_write_text(results / "field_probes.md", report(data))
+    atomic.atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+    atomic.atomic_write_text(results / "field_probes.md", report(data))
     print(f"wrote {path} and field_probes.md")
 
 
@@ -257,7 +259,7 @@ def report(data: dict) -> str:
 
 def parse_args(argv=None):
     p = cli.ArgumentParser(description=__doc__, formatter_class=cli.argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", default=None, help=f"the corpus the checkpoints were trained on (default {tiny_lm.DEFAULT_NAME})")
+    p.add_argument("--corpus", default=None, help=f"the corpus the checkpoints were trained on (default {corpora.DEFAULT_NAME})")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--results", default=None, help="output folder (default results/; only real runs write there)")
     p.add_argument("--quick", action="store_true", help="the --quick checkpoints (runs/quick)")
@@ -278,7 +280,7 @@ def main(argv=None) -> int:
         check_redraw([results / "field_probes.json"], cli.command("field_probes.py", argv))
         check_writable(results, "--results")
         data = json_to_redraw(results / "field_probes.json", "python field_probes.py")
-        tiny_lm.atomic_write_text(results / "field_probes.md", report({**{k: [] for k in SECTIONS}, **data}))
+        atomic.atomic_write_text(results / "field_probes.md", report({**{k: [] for k in SECTIONS}, **data}))
         print(f"wrote {results}/field_probes.md")
         return 0
     check_common(args)

@@ -10,7 +10,7 @@ intervals its tables print:
 
 Intervals: a share of windows (exact match) gets Clopper-Pearson (clopper_pearson, share_ci),
 a mean over windows the bootstrap (bootstrap_ci). copy_calibration.py scores its models with
-retrieval too. Per-position loss has one owner, tiny_lm.token_losses.
+retrieval too. Per-position loss has one owner, lm_eval.token_losses.
 """
 import functools
 import math
@@ -19,6 +19,7 @@ import torch
 
 import copy_mixture
 import tiny_lm
+from lab import lm_eval
 from copy_mixture import KEY_AT, distinct_key
 from eval_common import spread_blocks
 
@@ -87,7 +88,7 @@ def context_use(model, val_ids, contexts, T: int, n_spans: int, batch_tokens: in
         if set_length:
             set_length(c + T)
         seqs = torch.stack([val_ids[p - c:p + T + 1] for p in starts])            # (spans, c + T + 1)
-        loss = tiny_lm.token_losses(model, seqs, max(1, batch_tokens // (c + T)))         # (spans, c + T)
+        loss = lm_eval.token_losses(model, seqs, max(1, batch_tokens // (c + T)))         # (spans, c + T)
         cols.append(loss[:, c:].mean(dim=1))                                      # targets only: (spans,)
     return torch.stack(cols, dim=1)
 
@@ -133,7 +134,7 @@ def plant_trials(val_ids, d: int, K: int, n: int, key_ids, seed: int):
 
 def pair_scores(loss, hit, c_loss, c_hit, cols: list, seed: int) -> dict:
     """Copy scores of n planted windows and their controls: loss and hit (n, W) each, as
-    tiny_lm.token_losses returns them; cols: the columns scored (the targets of key characters
+    lm_eval.token_losses returns them; cols: the columns scored (the targets of key characters
     2..K of the repeat). Exact match: all cols right, a share of windows with its Clopper-Pearson
     interval; per-character accuracy and copy gain (control loss minus planted loss, nats/char):
     means over windows with bootstrap intervals (the letters of one key are not independent)."""
@@ -165,8 +166,8 @@ def retrieval(model, val_ids, distances, K: int, trials, key_ids, seed: int, bat
         if set_length:
             set_length(planted.shape[1] - 1)
         bs = max(1, batch_tokens // planted.shape[1])
-        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
-        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
+        loss, hit = lm_eval.token_losses(model, planted, bs, hits=True)       # (n, W) each
+        c_loss, c_hit = lm_eval.token_losses(model, control, bs, hits=True)   # (n, W) each
         cols = list(range(rep, rep + K - 1))  # the targets of characters 2..K of the repeat
         out.append({"distance": d, "trials": n, **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)})
     return out
@@ -191,8 +192,8 @@ def format_retrieval(model, val_ids, vocab: str, fmt: str, distances, trials, ke
         if set_length:
             set_length(planted.shape[1] - 1)
         bs = max(1, batch_tokens // planted.shape[1])
-        loss, hit = tiny_lm.token_losses(model, planted, bs, hits=True)       # (n, W) each
-        c_loss, c_hit = tiny_lm.token_losses(model, control, bs, hits=True)   # (n, W) each
+        loss, hit = lm_eval.token_losses(model, planted, bs, hits=True)       # (n, W) each
+        c_loss, c_hit = lm_eval.token_losses(model, control, bs, hits=True)   # (n, W) each
         cols = list(range(rep, rep + K - 1))  # column t predicts window position t + 1: key characters 2..K
         row = {"format": fmt, "distance": d, "trials": n, "scored": len(cols),
                **pair_scores(loss, hit, c_loss, c_hit, cols, seed + d)}

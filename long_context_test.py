@@ -65,6 +65,8 @@ import row_names
 import plots
 import schemes
 import tiny_lm
+from lab import atomic
+from lab import corpora
 from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
 from eval_common import (add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings,
                          check_writable, checked_results, csv_text, eval_dirs, fail, find_checkpoints, int_list, is_repo_results, length_setter,
@@ -313,7 +315,7 @@ def main(argv=None) -> int:
              f"--format-distances")
     try:
         key_ids = key_ids_of(vocab, args.key_alphabet) if args.only != "context" else None
-    except tiny_lm.CorpusError as e:
+    except corpora.CorpusError as e:
         fail(f"{e}; or use --only context")
     longest = max(cs[-1] + T, KEY_AT + max(ds[-1] + K, fd[-1] + LONGEST_KEY))
     data = (device, val_ids, vocab, fingerprint, key_ids, longest)
@@ -389,7 +391,7 @@ def save(results: Path, meta: dict, out: dict) -> list:
         data = {"meta": m, "rows": rows}
         if per_span is not None:
             data["per_span_loss"] = {r["variant"]: per_span[r["variant"]] for r in rows}
-        tiny_lm.atomic_write_text(results / f"{name}.json", json.dumps(data, indent=1))
+        atomic.atomic_write_text(results / f"{name}.json", json.dumps(data, indent=1))
         written.append(name)
     redraw(results, written)
     return written
@@ -452,8 +454,8 @@ def redraw(results: Path, which=tuple(MEASURE_OF)) -> int:
     for name in found:
         data = read_json(results / f"{name}.json")
         csv_rows, table = tables[name](data["rows"], data["meta"])
-        tiny_lm.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
-        tiny_lm.atomic_write_text(results / f"{name}.md", table)
+        atomic.atomic_write_text(results / f"{name}.csv", csv_text(csv_rows))
+        atomic.atomic_write_text(results / f"{name}.md", table)
         if name in FIGURES:
             getattr(plots, name)(results / f"{name}.png", data["rows"], data["meta"])
         sync_table(name, table, results)

@@ -3,7 +3,7 @@ at every window length (evaluate), and one window scored whole against token by 
 KV cache (cached_vs_full).
 
 extrapolation_test.py reports both; recipe_ablation.py scores its models with evaluate on the
-same characters. Per-position loss has one owner, tiny_lm.token_losses; the blocks to score come
+same characters. Per-position loss has one owner, lm_eval.token_losses; the blocks to score come
 from eval_common.spread_blocks.
 """
 import time
@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 import cli
 import tiny_lm
+from lab import lm_eval
 
 
 def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=None):
@@ -25,7 +26,7 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
 
     def per_position(L):  # every window of length L in every block, in block order: (windows, L)
         seqs = torch.stack([val_ids[b + j * L:b + (j + 1) * L + 1] for b in blocks for j in range(L_max // L)])
-        return tiny_lm.token_losses(model, seqs, max(1, batch_tokens // L))
+        return lm_eval.token_losses(model, seqs, max(1, batch_tokens // L))
 
     for L in cli.progress(lengths, desc=desc, leave=False):
         if set_length:
@@ -43,7 +44,7 @@ def evaluate(model, val_ids, lengths, blocks, batch_tokens, desc, set_length=Non
 def cached_vs_full(model, val_ids, L: int, n_windows: int) -> dict:
     """Mean loss of the first n_windows windows of length L scored by one full forward and
     by feeding one token at a time through the KV cache (what generate() does)."""
-    full = tiny_lm.window_losses(model, val_ids, L, n_windows).mean().item()
+    full = lm_eval.window_losses(model, val_ids, L, n_windows).mean().item()
     device = next(model.parameters()).device
     ids = val_ids[:n_windows * L + 1]
     x = torch.stack([ids[w * L:(w + 1) * L] for w in range(n_windows)]).to(device)          # (N, L)

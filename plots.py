@@ -41,6 +41,7 @@ from pathlib import Path
 
 import row_names
 import schemes
+from lab import atomic
 
 SCHEMES = schemes.REGISTRY.keys()  # every registered scheme (a live view: later registrations too)
 
@@ -267,10 +268,9 @@ def _plt():
 
 def save(fig, path, colours: bool = False) -> None:
     """check_distinct and check_text, then write the PNG atomically and free the figure."""
-    import tiny_lm  # imports torch: only when a figure is written
     check_distinct(fig, colours)
     check_text(fig)
-    tiny_lm.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    atomic.atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     _plt().close(fig)
 
 

@@ -74,6 +74,7 @@ from pathlib import Path
 
 from eval_common import HERE, read_results
 from long_context import share_ci
+from lab import atomic
 
 NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?%?"  # what a key's place matches in a page: 4.89, +2.91, 66%, 4,096
 
@@ -326,10 +327,9 @@ def sync(results: Path, claims=None, root: Path = HERE) -> list:
         if n == 0:
             missing.append((page, fragment))
         pages[path] = new
-    import tiny_lm  # atomic writes; imported here so that reading claims needs no model code
     for path, text in pages.items():
         if path.read_text(encoding="utf-8") != text:
-            tiny_lm.atomic_write_text(path, text)
+            atomic.atomic_write_text(path, text)
     return missing
 
 

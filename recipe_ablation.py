@@ -58,10 +58,16 @@ import row_names
 import schemes
 import tables
 import tiny_lm
+from lab import atomic
+from lab import checkpoint_io
+from lab import corpora
+from lab import devices
 from eval_common import (UNKNOWN, check_redraw, check_writable, corpus_mismatch, csv_text, fail, git_commit, is_repo_results,
                          json_to_redraw, provenance_of, read_json, spread_blocks)
 from perplexity import evaluate
-from tiny_lm import CheckpointError, CorpusError, GPTConfig, TinyLM
+from lab.checkpoint_io import CheckpointError
+from lab.corpora import CorpusError
+from tiny_lm import GPTConfig, TinyLM
 from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TRAIN_BEFORE_FIELD, TrainConfig, run_dirs
 
@@ -158,7 +164,7 @@ def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = 
             if not path.exists():
                 continue
             kw, tc = knob_settings(knob, scheme, args, vocab_size)
-            ck = tiny_lm.load_checkpoint(path, make_with=rerun)[1]
+            ck = checkpoint_io.load_checkpoint(path, make_with=rerun)[1]
             if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
                 raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
 
@@ -173,7 +179,7 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
     for p in [path] + ([main_path] if knob == "baseline" and args.main_dir and main_path.exists() else []):
         if not p.exists():
             continue
-        model, ck = tiny_lm.load_checkpoint(p, device, make_with=rerun)
+        model, ck = checkpoint_io.load_checkpoint(p, device, make_with=rerun)
         if ck["extra"].get("train_config") == asdict(tc) and ck["config"] == asdict(GPTConfig(**kw)):
             print(f"{knob}/{scheme}: reusing {p}")
             return model, ck
@@ -186,7 +192,7 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
     extra = {"train_config": asdict(tc), "knob": knob, "wall_s": round(time.perf_counter() - t0, 1),
              "provenance": {"command": command(args), "commit": git_commit(), "corpus_sha256": corpus_sha256,
                             "seed": args.seed, "device": device.type}}
-    tiny_lm.save_checkpoint(path, model.cpu(), vocab, tc.steps, hist, extra)
+    checkpoint_io.save_checkpoint(path, model.cpu(), vocab, tc.steps, hist, extra)
     return model.to(device), torch.load(path, map_location="cpu", weights_only=True)
 
 
@@ -259,15 +265,15 @@ def main(argv=None) -> int:
     if args.main_dir is None:  # not given: train_compare.py's folder of this mode, if it has a run yet
         args.main_dir = str(runs)
     try:
-        device = tiny_lm.pick_device(args.device)
-        train_text, val_text, vocab = tiny_lm.load_corpus(args.corpus, min_val_chars=tokens + 1)
+        device = devices.pick_device(args.device)
+        train_text, val_text, vocab = corpora.load_corpus(args.corpus, min_val_chars=tokens + 1)
     except (ValueError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     results = output_folder(args, results, out, lengths, tokens)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    tok = tiny_lm.CharTokenizer(vocab)
+    tok = corpora.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
     blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # extrapolation_test's characters
     try:
@@ -316,7 +322,7 @@ def stale(row: dict, args, vocab_size: int) -> bool:
     if not isinstance(row.get("config"), dict) or not isinstance(row.get("train_config"), dict):
         return True
     # a field added since the row was made holds the value runs had before it (as checkpoints load)
-    cfg = {**asdict(GPTConfig()), **tiny_lm.BEFORE_FIELD, **row["config"]}
+    cfg = {**asdict(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **row["config"]}
     train = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **row["train_config"]}
     return cfg != asdict(GPTConfig(**kw)) or train != asdict(tc)
 
@@ -348,7 +354,7 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
     made_by = [r.get("command", (old or {}).get("meta", {}).get("command")) for r in rows]
     meta["command"] = "`; `".join(dict.fromkeys(c for c in made_by if c))
     results.mkdir(parents=True, exist_ok=True)
-    tiny_lm.atomic_write_text(results / "recipe_ablation.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
+    atomic.atomic_write_text(results / "recipe_ablation.json", json.dumps({"meta": meta, "rows": rows}, indent=1))
     redraw(results)
 
 
@@ -356,8 +362,8 @@ def redraw(results: Path) -> int:
     """recipe_ablation.csv and .md from results/recipe_ablation.json alone."""
     data = json_to_redraw(results / "recipe_ablation.json", "python recipe_ablation.py")
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in data["rows"]]  # settings stay in the JSON
-    tiny_lm.atomic_write_text(results / "recipe_ablation.csv", csv_text(flat))
-    tiny_lm.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data))
+    atomic.atomic_write_text(results / "recipe_ablation.csv", csv_text(flat))
+    atomic.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data))
     tables.sync_recipe(results)
     return 0
 

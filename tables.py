@@ -19,6 +19,7 @@ import findings
 import row_names
 import schemes
 import tiny_lm
+from lab import atomic
 from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_results
 
 
@@ -36,7 +37,7 @@ def sync_table(name: str, table_md: str, results: Path) -> None:
             # strip("\n"), not strip(), and the end marker's indent kept: a block inside a list item stays in it
             indent = text[text.rfind("\n", 0, b) + 1:b]
             indent = indent if not indent.strip() else ""
-            tiny_lm.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip("\n") + "\n" + indent
+            atomic.atomic_write_text(page, text[:a + len(start)] + "\n" + table_md.strip("\n") + "\n" + indent
                                       + text[b:])
 
 

@@ -38,9 +38,14 @@ import long_context
 import plots
 import schemes
 import tiny_lm
+from lab import atomic
+from lab import checkpoint_io
+from lab import corpora
+from lab import devices
 from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
                          read_json, read_logs, results_for_checkpoints, training_provenance)
-from tiny_lm import CheckpointError, GPTConfig
+from lab.checkpoint_io import CheckpointError
+from tiny_lm import GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
 from training import copy_batches, train
@@ -111,7 +116,7 @@ def parse_args(argv=None):
                    help=f"model width C, head dim = C / heads (default {GPTConfig.n_embd})")
     p.add_argument("--seed", type=cli.SEED, default=0, help="seed for initialisation and for the batch order")
     p.add_argument("--corpus", default=None,
-                   help=f"the corpus to train on: a name ({', '.join(tiny_lm.CORPORA)}; default {tiny_lm.DEFAULT_NAME}), "
+                   help=f"the corpus to train on: a name ({', '.join(corpora.CORPORA)}; default {corpora.DEFAULT_NAME}), "
                         f"built offline into data/ on first use and checked against its recorded SHA-256 (data/README.md), "
                         f"or a UTF-8 text file. Another name than the default trains into runs/main/NAME and writes "
                         f"results/NAME, so no Shakespeare row is overwritten")
@@ -222,11 +227,11 @@ def main(argv=None) -> int:
         except (OSError, ValueError, KeyError) as e:
             return error(f"cannot redraw from {settings['results']}/train_log.json ({e}); run the training first")
     try:  # the device and the corpus, before any note or checkpoint is read
-        device = tiny_lm.pick_device(args.device)
+        device = devices.pick_device(args.device)
         if world > 1 and device.type == "cuda":
             device = torch.device("cuda", local_rank)
             torch.cuda.set_device(device)
-        corpus = tiny_lm.load_corpus(args.corpus, min_val_chars=2000)
+        corpus = corpora.load_corpus(args.corpus, min_val_chars=2000)
     except ValueError as e:  # CorpusError is a ValueError
         return error(str(e))
     msg = prepare_outputs(args, names, settings, say_err=print if rank == 0 else (lambda *a, **k: None))
@@ -260,7 +265,7 @@ def planned_checkpoints(args, names, settings) -> dict:
     rerun = settings.get("rerun", "python train_compare.py")  # what a message suggests: the user's command (main)
     cks = {}
     for name in (n for n in ALL_NAMES if n not in retrain and (out / f"{n}.pt").exists()):
-        ck = tiny_lm.load_checkpoint(out / f"{name}.pt", make_with=rerun)[1]
+        ck = checkpoint_io.load_checkpoint(out / f"{name}.pt", make_with=rerun)[1]
         if not all(k in ck.get("losses", {}) for k in LOG_KEYS):
             raise CheckpointError(f"{out / name}.pt holds no training log; delete it and rerun `{rerun}`")
         cks[out / f"{name}.pt"] = {"config": ck["config"], "extra": ck.get("extra", {})}  # not the weights
@@ -273,7 +278,7 @@ def planned_checkpoints(args, names, settings) -> dict:
             if parent not in cks and not parent.exists():
                 raise CheckpointError(f"{name} continues {parent.name}, which is not in {out}/; train "
                                       f"{parent.stem} first (put it before {name} in --variants)")
-            pk = cks.get(parent) or tiny_lm.load_checkpoint(parent, make_with=rerun)[1]
+            pk = cks.get(parent) or checkpoint_io.load_checkpoint(parent, make_with=rerun)[1]
             if not isinstance(pk.get("extra", {}).get("train_config"), dict):
                 raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
             cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
@@ -309,8 +314,8 @@ def run_variants(args, argv, names, settings, device, corpus, say, error) -> int
     text, vocabulary) and the processes are set up."""
     out, results = settings["out"], settings["results"]
     train_text, val_text, vocab = corpus
-    tok = tiny_lm.CharTokenizer(vocab)
-    data = (tok.encode(train_text), tok.encode(val_text), vocab, tiny_lm.corpus_fingerprint(train_text + val_text),
+    tok = corpora.CharTokenizer(vocab)
+    data = (tok.encode(train_text), tok.encode(val_text), vocab, corpora.corpus_fingerprint(train_text + val_text),
             hashlib.sha256((train_text + val_text).encode("utf-8")).hexdigest())
     world = distributed_env()[1]
     say(f"corpus: {len(train_text):,} train / {len(val_text):,} val characters, vocabulary {len(vocab)}; "
@@ -384,7 +389,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
              "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py", device.type),
              **scheme_file_of(name)}
     if rank == 0:
-        tiny_lm.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
+        checkpoint_io.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)
         state_path.unlink(missing_ok=True)
     if world > 1:
         dist.barrier()  # the next variant (a fine-tune) reads this checkpoint on every rank
@@ -411,7 +416,7 @@ def write_logs(out: Path, results: Path, names) -> None:
     if not logs:
         return
     order = sorted(logs, key=lambda n: (ALL_NAMES + [n]).index(n))  # registry order
-    tiny_lm.atomic_write_text(results / "train_log.json", json.dumps(
+    atomic.atomic_write_text(results / "train_log.json", json.dumps(
         {"logs": {n: logs[n] for n in order}, "provenance": {n: made[n] for n in order if n in made}}, indent=1))
     redraw(results)
 
@@ -421,7 +426,7 @@ def redraw(results: Path, say=print) -> int:
     logs = json.loads((results / "train_log.json").read_text(encoding="utf-8"))["logs"]
     rows = [{"variant": name, "step": s, "train_loss": round(tl, 4), "val_loss": round(vl, 4), "tokens_per_s": round(ts)}
             for name, h in logs.items() for s, tl, vl, ts in zip(*(h[k] for k in LOG_KEYS))]
-    tiny_lm.atomic_write_text(results / "train_log.csv", csv_text(rows))
+    atomic.atomic_write_text(results / "train_log.csv", csv_text(rows))
     drawn = ["train_log.csv"]
     if any(not is_copy(n) for n in logs):
         plots.train_curves(results / "train_curves.png", logs, set(FINETUNES))

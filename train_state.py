@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 import tiny_lm
+from lab import atomic
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig
 
@@ -80,7 +81,7 @@ def save_state(path: Path, model: TinyLM, opt, gen: torch.Generator, step: int, 
              "optimizer": opt.state_dict(), "hist": hist, "running": running, "gen": gen.get_state(),
              "rng_torch": torch.get_rng_state(),
              "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
-    tiny_lm.atomic_write(path, lambda tmp: torch.save(state, tmp))
+    atomic.atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def load_state(path: Path, identity: dict, force: bool = False):

@@ -17,7 +17,9 @@ import torch.distributed as dist
 import cli
 import copy_mixture
 import tiny_lm
-from tiny_lm import CorpusError, TinyLM
+from lab import lm_eval
+from lab.corpora import CorpusError
+from tiny_lm import TinyLM
 from train_state import Interrupted, RunConfig, StopRequest, restore, save_state, shard
 from variants import COPY_OF, TrainConfig, is_copy, lr_at, make_optimizer
 
@@ -138,7 +140,7 @@ def log_point(model, val_ids, tc: TrainConfig, hist: dict, step: int, acc: dict,
     """Append one point of the loss curve (and the probe's answers) to hist, reset the running
     means in acc; returns the time the next interval starts at."""
     tok_s = acc["tokens"] / (time.perf_counter() - t0)
-    val = None if val_ids is None else tiny_lm.window_losses(model, val_ids, tc.seq_len, tc.eval_windows).mean().item()
+    val = None if val_ids is None else lm_eval.window_losses(model, val_ids, tc.seq_len, tc.eval_windows).mean().item()
     for k, v in zip(hist, (step, acc["loss"] / acc["n"], val, tok_s)):
         hist[k].append(v)
     if probe is not None:

@@ -20,6 +20,8 @@ import torch
 import row_names
 import schemes
 import tiny_lm
+from lab import checkpoint_io
+from lab import corpora
 from tiny_lm import GPTConfig, TinyLM
 
 # name -> GPTConfig overrides (base variants) or a fine-tune recipe (parent + scaling).
@@ -365,8 +367,8 @@ def run_dirs(quick: bool = False, preset: str = None, corpus=None) -> tuple:
         ckpt, results = Path("runs/gpu"), Path("results/gpu")
     else:
         ckpt, results = Path("runs/main"), Path("results")
-    name = tiny_lm.corpus_name(corpus)
-    if name is not None and name != tiny_lm.DEFAULT_NAME:
+    name = corpora.corpus_name(corpus)
+    if name is not None and name != corpora.DEFAULT_NAME:
         ckpt, results = ckpt / name, (results / name if results is not None else None)
     return ckpt, results if results is not None else ckpt / "results"
 
@@ -418,7 +420,7 @@ def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Pa
         torch.manual_seed(seed)
         return TinyLM(variant_config(name, {"train_len": tc.seq_len, **model_kw})), tc, 0
     ft = FINETUNES[name]
-    model, ck = tiny_lm.load_checkpoint(out / f"{ft['parent']}.pt",
+    model, ck = checkpoint_io.load_checkpoint(out / f"{ft['parent']}.pt",
                                         make_with=make_with or f"python train_compare.py --variants {ft['parent']}")
     cfg, tc = finetune_setup(name, ck["config"], ck["extra"]["train_config"])
     if cfg["pos"] != ck["config"]["pos"]:  # the same weights in a model without the parent's positions
@@ -463,7 +465,7 @@ def real_run_mismatch(name: str, ckpt: dict) -> list:
         return ["train_config=None (real run: the recipe's)"]
     config = ckpt.get("config") or {}
     want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size))
-    got_cfg = {**asdict(GPTConfig()), **tiny_lm.BEFORE_FIELD, **config}
+    got_cfg = {**asdict(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **config}
     got_tc = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **extra["train_config"]}
     return [f"{k}={got[k]!r} (real run: {want[k]!r})" for got, want in ((got_cfg, want_cfg), (got_tc, want_tc))
             for k in want if k != "seed" and got[k] != want[k]]

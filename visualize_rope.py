@@ -35,6 +35,9 @@ import cli  # noqa: E402
 import pos_rope  # noqa: E402
 import schemes  # noqa: E402
 import tiny_lm  # noqa: E402
+from lab import atomic
+from lab import checkpoint_io
+from lab import corpora
 from attn_common import attn  # noqa: E402
 from eval_common import (check_redraw, check_writable, fail, is_repo_results, provenance_of,  # noqa: E402
                          results_for_checkpoints)
@@ -237,7 +240,7 @@ def fig_pairs(out, scales, factor):
         ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1, 0.9))
     fig.suptitle(f"What each scaling does to each pair's frequency at factor s = {s:g}")
     save(fig, out, "rope_pairs.png")
-    tiny_lm.atomic_write_text(out / "rope_pairs.md", "\n".join(lines) + "\n")
+    atomic.atomic_write_text(out / "rope_pairs.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'rope_pairs.md'}")
 
 
@@ -268,15 +271,15 @@ def attention_maps(model, ids, layers, head=None):
 @functools.lru_cache(maxsize=None)
 def val_ids_for(vocab: str) -> torch.Tensor:
     """The default corpus's validation text as ids of this vocabulary, (N,)."""
-    _, val_text, _ = tiny_lm.load_corpus()
-    return tiny_lm.CharTokenizer(vocab).encode(val_text)
+    _, val_text, _ = corpora.load_corpus()
+    return corpora.CharTokenizer(vocab).encode(val_text)
 
 
 def load(path, make="python train_compare.py"):
     """(model in eval mode, its training length, validation ids, checkpoint dict) for a RoPE checkpoint."""
-    model, ck = tiny_lm.load_checkpoint(path, make_with=f"{make} --variants {path.stem}")
+    model, ck = checkpoint_io.load_checkpoint(path, make_with=f"{make} --variants {path.stem}")
     if model.rope is None:
-        raise tiny_lm.CheckpointError(f"{path} is not a RoPE model (pos={model.cfg.pos!r})")
+        raise checkpoint_io.CheckpointError(f"{path} is not a RoPE model (pos={model.cfg.pos!r})")
     train_len = ck.get("extra", {}).get("train_config", {}).get("seq_len", TrainConfig.seq_len)
     return model.eval(), train_len, val_ids_for(ck["vocab"]), ck
 
@@ -300,7 +303,7 @@ def fig_attention(out, ckpt, head, factor, long_len=None, show=256, make="python
     model.set_rope_scaling(None)
     data = {"checkpoint": ckpt.name, "head": head, "layer": last, "train_len": L0, "factor": factor, "panels": panels,
             "provenance": {Path(ckpt).stem: provenance_of(ck)}}
-    tiny_lm.atomic_write_text(out / "rope_attention.json", json.dumps(data))
+    atomic.atomic_write_text(out / "rope_attention.json", json.dumps(data))
     draw_attention(out, data)
 
 
@@ -336,7 +339,7 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_com
         rows.append({"variant": p.stem, "theta": model.cfg.rope_theta, "distance": per_head,
                      "provenance": provenance_of(ck)})
     data = {"windows": n_windows, "length": T, "rows": sorted(rows, key=lambda r: r["theta"])}
-    tiny_lm.atomic_write_text(out / "rope_theta_attention.json", json.dumps(data, indent=1))
+    atomic.atomic_write_text(out / "rope_theta_attention.json", json.dumps(data, indent=1))
     draw_theta(out, data)
 
 
@@ -367,7 +370,7 @@ def draw_theta(out, data):
     for l in range(n_layer):
         for h in range(n_head):
             lines.append(f"| {l} | {h} | " + " | ".join(f"{r['distance'][l][h]:.1f}" for r in rows) + " |")
-    tiny_lm.atomic_write_text(out / "rope_theta_attention.md", "\n".join(lines) + "\n")
+    atomic.atomic_write_text(out / "rope_theta_attention.md", "\n".join(lines) + "\n")
     print(f"wrote {out / 'rope_theta_attention.md'}")
 
 
@@ -446,16 +449,16 @@ def figure_checkpoints(n: int, args, ckpt: Path, ckpt_dir: Path, make: str) -> d
     missing = [p for p in paths if not p.is_file()]
     if missing:
         which = "rope" if n == 5 else ",".join(p.stem for p in missing)
-        raise tiny_lm.CheckpointError(f"no checkpoint at {', '.join(map(str, missing))}; train it with `{make} "
+        raise checkpoint_io.CheckpointError(f"no checkpoint at {', '.join(map(str, missing))}; train it with `{make} "
                                       f"--variants {which}`" + (" or pass another --ckpt" if n == 5 else ""))
     cks = {}
     for p in paths:
         model, L0, val_ids, cks[p] = load(p, make)
         if n == 5 and args.head >= model.cfg.n_head:
-            raise tiny_lm.CheckpointError(f"{p} has {model.cfg.n_head} heads; --head must be below that")
+            raise checkpoint_io.CheckpointError(f"{p} has {model.cfg.n_head} heads; --head must be below that")
         T = args.length or L0
         if n == 6 and val_ids.numel() < args.windows * T:
-            raise tiny_lm.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
+            raise corpora.CorpusError(f"validation text ({val_ids.numel()} tokens) is shorter than "
                                       f"{args.windows} windows of {T}; use fewer --windows or a smaller --length")
     return cks
 
@@ -473,7 +476,7 @@ def main(argv=None) -> int:
     for n in sorted(only & {5, 6} if not args.redraw else ()):  # every checkpoint checked before any figure
         try:
             cks.update(figure_checkpoints(n, args, ckpt, ckpt_dir, make))
-        except (tiny_lm.CheckpointError, tiny_lm.CorpusError) as e:
+        except (checkpoint_io.CheckpointError, corpora.CorpusError) as e:
             if asked[n]:
                 fail(f"figure {n}: {e}")
             skipped.append(f"skip figure {n}: {e}")

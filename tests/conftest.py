@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lab import corpora
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -84,9 +85,8 @@ def one_thread():
 @pytest.fixture(scope="session")
 def val_text():
     """(validation ids, vocabulary) of the default corpus."""
-    import tiny_lm
-    _, val, vocab = tiny_lm.load_corpus(None)
-    return tiny_lm.CharTokenizer(vocab).encode(val), vocab
+    _, val, vocab = corpora.load_corpus(None)
+    return corpora.CharTokenizer(vocab).encode(val), vocab
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 
 import schemes
 import tiny_lm
+from lab import corpora
 from conftest import ROOT, tree_hashes
 
 SCRIPTS = ("train_compare", "extrapolation_test", "long_context_test", "visualize_rope", "breakage_test",
@@ -221,8 +222,8 @@ def listing(root: Path) -> dict:
 @pytest.fixture
 def no_work(monkeypatch):
     """Every function that trains, scores, draws or writes raises Reached."""
-    if not (tiny_lm.DATA_DIR / "sympy.txt").exists():  # a named corpus is built on first use, into data/:
-        tiny_lm.load_corpus("sympy")                     # not the work other_corpus_into_results refuses
+    if not (corpora.DATA_DIR / "sympy.txt").exists():  # a named corpus is built on first use, into data/:
+        corpora.load_corpus("sympy")                     # not the work other_corpus_into_results refuses
     for module, names in WORK.items():
         mod = importlib.import_module(module)
         for name in names:

@@ -11,6 +11,7 @@ import torch
 
 import benchmark
 import tiny_lm
+from lab import devices
 from conftest import tree_hashes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -94,7 +95,7 @@ def test_the_full_run_on_a_gpu_goes_to_results_gpu(monkeypatch):
     monkeypatch.setattr(benchmark, "check_writable", stop)
     for kind, argv, want in (("cuda", [], "results/gpu"), ("cpu", [], "results"),
                              ("cuda", ["--lengths", "4096"], "runs/benchmark")):
-        monkeypatch.setattr(tiny_lm, "pick_device", lambda name, mps=True, kind=kind: torch.device(kind))
+        monkeypatch.setattr(devices, "pick_device", lambda name, mps=True, kind=kind: torch.device(kind))
         with pytest.raises(Checked) as e:
             benchmark.main(argv)
         got = e.value.args[0]

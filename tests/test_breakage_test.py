@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import breakage_test as bt  # noqa: E402
 import schemes  # noqa: E402
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
+from lab import lm_eval
 
 
 @pytest.fixture(autouse=True)
@@ -165,12 +166,11 @@ def test_own_sampler_equals_generate_for_a_causal_model():
 
 def test_left_to_right_loss_matches_last_window_position():
     """For any model, scoring character p from the ctx before it = the last column of window_losses."""
-    import tiny_lm
     m = _model(pos="rope", causal=False, vocab=30)
     ids = torch.randint(0, 30, (200,), generator=torch.Generator().manual_seed(1))
     ctx = 16
-    ltr = tiny_lm.left_to_right_loss(m, ids, ctx, n_chars=1)  # predicts ids[16] from ids[0:16]
-    ref = tiny_lm.window_losses(m, ids, ctx, n_windows=1)[0, -1].item()
+    ltr = lm_eval.left_to_right_loss(m, ids, ctx, n_chars=1)  # predicts ids[16] from ids[0:16]
+    ref = lm_eval.window_losses(m, ids, ctx, n_windows=1)[0, -1].item()
     assert abs(ltr - ref) < 1e-4, f"{ltr} vs {ref}"
 
 

@@ -11,6 +11,7 @@ import copy_mixture as CM
 import long_context_test as LC
 import training
 import tiny_lm
+from lab import corpora
 from copy_mixture import FORMATS, REPEAT_AT, copy_windows, key_ids_of, plant_format, verse_starts
 from training import random_windows
 
@@ -54,7 +55,7 @@ def test_copy_windows_keep_the_text_windows_and_plant_pairs():
 
 
 def test_key_ids_need_every_letter():
-    with pytest.raises(tiny_lm.CorpusError, match="lacks"):
+    with pytest.raises(corpora.CorpusError, match="lacks"):
         key_ids_of("abc 0123 \n")
 
 

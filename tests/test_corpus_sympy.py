@@ -10,8 +10,9 @@ import pytest
 import corpus_sympy as CS
 import eval_common as EC
 import tiny_lm
+from lab import corpora
 import variants
-from tiny_lm import CorpusError
+from lab.corpora import CorpusError
 
 
 def _write(root: Path, rel: str, text: str):
@@ -68,30 +69,30 @@ def test_a_slice_of_the_pinned_package_keeps_the_rules():
 def test_corpus_names_paths_and_the_recorded_hash(tmp_path, monkeypatch):
     """A name resolves to data/<file>, built on first use; a build or a file whose SHA-256 is not the
     recorded one is refused with one line; a folder or an unknown name says what to pass."""
-    assert set(tiny_lm.CORPORA) >= {"shakespeare", "sympy"} and tiny_lm.DEFAULT_NAME == "shakespeare"
-    assert tiny_lm.corpus_name(None) == "shakespeare" and tiny_lm.corpus_name("sympy") == "sympy"
-    assert tiny_lm.corpus_name(tiny_lm.DATA_DIR / "sympy.txt") == "sympy"
-    assert tiny_lm.corpus_name(tmp_path / "x.txt") is None
+    assert set(corpora.CORPORA) >= {"shakespeare", "sympy"} and corpora.DEFAULT_NAME == "shakespeare"
+    assert corpora.corpus_name(None) == "shakespeare" and corpora.corpus_name("sympy") == "sympy"
+    assert corpora.corpus_name(corpora.DATA_DIR / "sympy.txt") == "sympy"
+    assert corpora.corpus_name(tmp_path / "x.txt") is None
     with pytest.raises(CorpusError, match="is a folder"):
-        tiny_lm.load_corpus(tmp_path)
+        corpora.load_corpus(tmp_path)
     with pytest.raises(CorpusError, match="neither a file nor a corpus name.*shakespeare, sympy"):
-        tiny_lm.load_corpus("sympi")
+        corpora.load_corpus("sympi")
 
     text = "# file: sympy/a.py\nx = 1\n\n" * 100
     fake = {"file": "tiny.txt", "package": "tiny==1", "what": "test", "sha256": hashlib.sha256(text.encode()).hexdigest()}
-    monkeypatch.setattr(tiny_lm, "DATA_DIR", tmp_path)
-    monkeypatch.setitem(tiny_lm.CORPORA, "tiny", fake)
-    monkeypatch.setattr(tiny_lm, "named_corpus_text", lambda name: (text, {"val_start": 2000}))
-    train, val, vocab = tiny_lm.load_corpus("tiny")        # built on first use, split by its record
+    monkeypatch.setattr(corpora, "DATA_DIR", tmp_path)
+    monkeypatch.setitem(corpora.CORPORA, "tiny", fake)
+    monkeypatch.setattr(corpora, "named_corpus_text", lambda name: (text, {"val_start": 2000}))
+    train, val, vocab = corpora.load_corpus("tiny")        # built on first use, split by its record
     assert train + val == text and len(train) == 2000 and vocab == "".join(sorted(set(text)))
     assert json.loads((tmp_path / "tiny.split.json").read_text())["sha256"] == fake["sha256"]
     (tmp_path / "tiny.txt").write_text(text + "edited")
     with pytest.raises(CorpusError, match="not the recorded build of corpus tiny.*delete it"):
-        tiny_lm.load_corpus("tiny")
+        corpora.load_corpus("tiny")
     (tmp_path / "tiny.txt").unlink()
-    monkeypatch.setitem(tiny_lm.CORPORA, "tiny", {**fake, "sha256": "0" * 64})
+    monkeypatch.setitem(corpora.CORPORA, "tiny", {**fake, "sha256": "0" * 64})
     with pytest.raises(CorpusError, match=r"install the pinned tiny==1"):
-        tiny_lm.load_corpus("tiny")
+        corpora.load_corpus("tiny")
     assert not (tmp_path / "tiny.txt").exists(), "a refused build was written"
 
 
@@ -108,8 +109,8 @@ def test_a_named_corpus_has_its_own_folders_and_real_results():
     assert EC.corpus_mismatch("sympy", repo / "sympy") == [] and EC.corpus_mismatch(None, repo) == []
     assert EC.corpus_mismatch("sympy", repo) == ["corpus sympy (real runs there: corpus shakespeare)"]
     assert EC.corpus_mismatch(None, repo / "sympy") == ["corpus shakespeare (real runs there: corpus sympy)"]
-    sha = tiny_lm.CORPORA["sympy"]["sha256"]
+    sha = corpora.CORPORA["sympy"]["sha256"]
     made = {"config": {}, "extra": {"provenance": {"corpus_sha256": sha}}}
     assert EC.provenance_of(made)["corpus"] == "sympy", "a row of the second corpus names it"
-    made["extra"]["provenance"]["corpus_sha256"] = tiny_lm.CORPORA["shakespeare"]["sha256"]
+    made["extra"]["provenance"]["corpus_sha256"] = corpora.CORPORA["shakespeare"]["sha256"]
     assert "corpus" not in EC.provenance_of(made), "the default corpus's rows stay as they were"

@@ -9,6 +9,7 @@ import torch
 
 import eval_common as EC
 import tiny_lm
+from lab import corpora
 import variants
 from tiny_lm import GPTConfig
 
@@ -49,7 +50,7 @@ def test_only_real_runs_write_the_repository_results(tmp_path):
     assert EC.results_for_checkpoints(repo / "gpu", False, small) == (repo / "gpu", None), "the gpu preset's folder"
     # a reason that holds for every checkpoint (another corpus) makes real checkpoints not real
     other = EC.corpus_mismatch(tmp_path / "other.txt")
-    assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(tiny_lm.DEFAULT_CORPUS) == [], "the default corpus"
+    assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(corpora.DEFAULT_CORPUS) == [], "the default corpus"
     folder, note = EC.results_for_checkpoints(repo, False, real, also=other)
     assert folder == tmp_path / "ck" / "results" and "other.txt" in note, note
 

@@ -9,6 +9,8 @@ import torch
 
 import extrapolation_test as ET
 import tiny_lm
+from lab import checkpoint_io
+from lab import corpora
 from tiny_models import tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_spread_blocks_cover_the_text():
     starts = ET.spread_blocks(10_001, 1000, 4)
     assert starts[0] == 0 and starts[-1] == 9000 and all(b - a >= 1000 for a, b in zip(starts, starts[1:]))
-    with pytest.raises(tiny_lm.CorpusError, match="fewer than"):
+    with pytest.raises(corpora.CorpusError, match="fewer than"):
         ET.spread_blocks(3000, 1000, 3)
 
 
@@ -125,7 +127,7 @@ def test_a_fixed_factor_scaling_row_is_scored_at_its_factor(tmp_path):
     torch.manual_seed(0)
     model = tiny("rope")
     vocab = "".join(chr(33 + i) for i in range(model.cfg.vocab_size))
-    tiny_lm.save_checkpoint(tmp_path / "rope.pt", model, vocab, 1, {"train_loss": [1.0], "val_loss": [1.0]},
+    checkpoint_io.save_checkpoint(tmp_path / "rope.pt", model, vocab, 1, {"train_loss": [1.0], "val_loss": [1.0]},
                             {"train_config": {"seq_len": 32}})
     ids = torch.randint(0, model.cfg.vocab_size, (600,))
     lengths = [32, 128]

@@ -10,6 +10,8 @@ import torch
 
 import long_context_test as LC
 import tiny_lm
+from lab import checkpoint_io
+from lab import corpora
 from copy_mixture import FORMATS
 from long_context import clopper_pearson
 
@@ -111,13 +113,13 @@ def quick_ckpts(tmp_path_factory, val_text):
     from dataclasses import asdict
     import variants as V
     _, vocab = val_text
-    train, val, _ = tiny_lm.load_corpus(None)
+    train, val, _ = corpora.load_corpus(None)
     d = tmp_path_factory.mktemp("formats_ck")
     for name in ("rope_copy", "alibi_copy"):
         model = V.build_variant(name, {"vocab_size": len(vocab), **V.QUICK_MODEL}, V.TrainConfig(), 0, None)[0]
         extra = {"train_config": asdict(V.TrainConfig(**V.QUICK_TRAIN)), "variant": name, "data": "copy",
-                 "corpus": tiny_lm.corpus_fingerprint(train + val)}
-        tiny_lm.save_checkpoint(d / f"{name}.pt", model, vocab, 0, {}, extra)
+                 "corpus": corpora.corpus_fingerprint(train + val)}
+        checkpoint_io.save_checkpoint(d / f"{name}.pt", model, vocab, 0, {}, extra)
     return d
 
 

@@ -13,6 +13,7 @@ import torch
 import pos_rope
 import test_tiny_lm
 import tiny_lm
+from lab import checkpoint_io
 from pos_rope import PAIRINGS, RotaryEmbedding, ScaledRotaryEmbedding
 from tiny_lm import Attention, GPTConfig, TinyLM
 
@@ -342,8 +343,8 @@ def test_checkpoint_keeps_the_options_and_old_checkpoints_load(tmp_path):
     torch.manual_seed(0)
     model = TinyLM(GPTConfig(**SMALL, partial_rotary_factor=0.5, rope_p=0.75, nope_every=2)).eval()
     path = tmp_path / "m.pt"
-    tiny_lm.save_checkpoint(path, model, "a" * V, step=1, losses={})
-    loaded, ckpt = tiny_lm.load_checkpoint(path)
+    checkpoint_io.save_checkpoint(path, model, "a" * V, step=1, losses={})
+    loaded, ckpt = checkpoint_io.load_checkpoint(path)
     x = torch.randint(0, V, (1, 24))
     with torch.no_grad():
         assert loaded.cfg == model.cfg and torch.equal(loaded(x).logits, model(x).logits)
@@ -353,6 +354,6 @@ def test_checkpoint_keeps_the_options_and_old_checkpoints_load(tmp_path):
     for name in ("partial_rotary_factor", "rope_p", "nope_every"):
         del old["config"][name]
     torch.save(old, tmp_path / "old.pt")
-    loaded, ckpt = tiny_lm.load_checkpoint(tmp_path / "old.pt")
+    loaded, ckpt = checkpoint_io.load_checkpoint(tmp_path / "old.pt")
     assert (loaded.cfg.partial_rotary_factor, loaded.cfg.rope_p, loaded.cfg.nope_every) == (1.0, 1.0, 0)
     assert ckpt["config"]["nope_every"] == 0, "ckpt['config'] should show the defaults the model was built with"

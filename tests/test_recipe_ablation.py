@@ -10,7 +10,9 @@ import torch
 import recipe_ablation
 import tables
 import tiny_lm
-from tiny_lm import BEFORE_FIELD, GPTConfig, TinyLM
+from lab import checkpoint_io
+from lab.checkpoint_io import BEFORE_FIELD
+from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,12 +110,12 @@ def test_a_checkpoint_from_before_the_recipe_fields_loads_as_it_was_trained(tmp_
     LayerNorm biases (BEFORE_FIELD, the old recipe's values): it loads, with those values."""
     assert BEFORE_FIELD.items() <= recipe_ablation.OLD_MODEL.items(), BEFORE_FIELD
     old = model(**{**recipe_ablation.OLD_MODEL, "norm_bias": True})
-    tiny_lm.save_checkpoint(tmp_path / "old.pt", old, "x" * 50, 0, {})
+    checkpoint_io.save_checkpoint(tmp_path / "old.pt", old, "x" * 50, 0, {})
     ck = torch.load(tmp_path / "old.pt", weights_only=True)
     for k in BEFORE_FIELD:
         del ck["config"][k]
     torch.save(ck, tmp_path / "old.pt")
-    loaded, ck = tiny_lm.load_checkpoint(tmp_path / "old.pt")
+    loaded, ck = checkpoint_io.load_checkpoint(tmp_path / "old.pt")
     assert {k: ck["config"][k] for k in BEFORE_FIELD} == BEFORE_FIELD, ck["config"]
     assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in old.state_dict().items())
 

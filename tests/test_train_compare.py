@@ -25,6 +25,7 @@ import pytest
 import torch
 
 import tiny_lm
+from lab import checkpoint_io
 import train_compare as tcmp
 from conftest import ENV, ROOT
 from eval_common import LOG_KEYS
@@ -111,7 +112,7 @@ def test_bad_input_train_compare(tmp_path, refused):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """300,000 characters of the default corpus (last 10% for validation): loads in no time."""
-    from tiny_lm import load_corpus
+    from lab.corpora import load_corpus
     train_text, val_text, _ = load_corpus(None)
     p = tmp_path_factory.mktemp("corpus") / "small.txt"
     p.write_text((train_text + val_text)[:300_000], encoding="utf-8")
@@ -355,7 +356,7 @@ def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, 
     assert (msg, results) == (None, out / "results") and "seed 1 (results/train_log.json" in err, (msg, results, err)
     # a finished checkpoint of other sizes in --out: its curve would go into the log
     small = TinyLM(GPTConfig(vocab_size=65, n_layer=1, pos="alibi"))
-    tiny_lm.save_checkpoint(out / "alibi.pt", small, "a" * 65, 10, {k: [] for k in LOG_KEYS},
+    checkpoint_io.save_checkpoint(out / "alibi.pt", small, "a" * 65, 10, {k: [] for k in LOG_KEYS},
                             {"variant": "alibi", "train_config": asdict(TrainConfig())})
     msg, results, err = prepared("--variants", "rope")
     assert (msg, results) == (None, out / "results") and "alibi.pt is not a real run (n_layer=1" in err, err

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 import tiny_lm
+from lab import checkpoint_io
 import variants
 from attn_common import llama4_attn_temperature
 from tiny_lm import GPTConfig
@@ -53,9 +54,9 @@ def test_real_runs_are_recognised():
     assert real_run_mismatch("rope", old) == [], "fields an older checkpoint lacks count as their defaults"
     # ... except the recipe's fields added by the recipe change: a checkpoint without them was trained
     # with their older values (BEFORE_FIELD), which are a real run only while they are the defaults
-    for k in [*tiny_lm.BEFORE_FIELD, *variants.TRAIN_BEFORE_FIELD]:
+    for k in [*checkpoint_io.BEFORE_FIELD, *variants.TRAIN_BEFORE_FIELD]:
         (old["extra"]["train_config"] if k in variants.TRAIN_BEFORE_FIELD else old["config"]).pop(k)
-    want = [k for k, v in {**tiny_lm.BEFORE_FIELD, **variants.TRAIN_BEFORE_FIELD}.items()
+    want = [k for k, v in {**checkpoint_io.BEFORE_FIELD, **variants.TRAIN_BEFORE_FIELD}.items()
             if v != (getattr(variants.TrainConfig, k) if k in variants.TRAIN_BEFORE_FIELD else getattr(GPTConfig, k))]
     got = [d.split("=")[0] for d in real_run_mismatch("rope", old)]
     assert got == want, f"a checkpoint from before the recipe fields: mismatches {got}, want {want}"
@@ -151,7 +152,7 @@ def test_drope_starts_from_the_parents_weights_without_positions(tmp_path):
         torch.manual_seed(0)
         model = tiny_lm.TinyLM(GPTConfig(vocab_size=V, n_layer=2, n_head=2, n_embd=16, pos=pos, max_len=64))
         tc = TrainConfig(seq_len=32, batch_size=4, steps=20)
-        tiny_lm.save_checkpoint(tmp_path / f"{parent}.pt", model, "x" * V, 20, {}, {"variant": parent,
+        checkpoint_io.save_checkpoint(tmp_path / f"{parent}.pt", model, "x" * V, 20, {}, {"variant": parent,
                                                                                    "train_config": asdict(tc)})
         variants.admit([f"{parent}_ft_drope"])
         dropped, tc_ft, step = variants.build_variant(f"{parent}_ft_drope", {}, tc, 0, tmp_path)

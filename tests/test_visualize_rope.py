@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import pos_rope
+from lab import checkpoint_io
 import visualize_rope as vr
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -156,7 +157,7 @@ def test_a_checkpoint_of_a_scheme_file_loads_with_scheme_file(tmp_path, refused)
         schemes.load_files([toy])
         model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=1, n_head=2, n_embd=16, max_len=64,
                                                  pos="toy_forget"))
-        tiny_lm.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, variants.scheme_file_of("toy_forget"))
+        checkpoint_io.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, variants.scheme_file_of("toy_forget"))
         if mine:
             schemes.unregister("toy_forget")
             schemes.FILES.pop("toy_forget")
