@@ -28,7 +28,7 @@ class Reached(BaseException):
 
 
 # module -> the functions that do work: training, scoring, measuring, drawing, writing
-WORK = {"training": ["train"], "perplexity": ["evaluate"], "tiny_lm": ["atomic_write", "save_checkpoint"],
+WORK = {"training": ["train"], "perplexity": ["evaluate"], "lab.atomic": ["atomic_write"], "lab.checkpoint_io": ["save_checkpoint"],
         "tables": ["sync_recipe"],
         "train_compare": ["train", "train_one", "write_logs", "redraw"],
         "extrapolation_test": ["evaluate", "score_row", "redraw"],

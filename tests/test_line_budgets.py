@@ -1,10 +1,11 @@
-"""The line budgets the issues set for the longest scripts: a file past its budget is a file to split or trim."""
+"""The line budget of the docs' example scheme file, which a reader copies whole. The scripts have none: a long
+one is split by idea, never squeezed to a count (issue 57)."""
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BUDGETS = {"breakage_test.py": 450, "benchmark.py": 400, "examples/kerple_power.py": 60}
+BUDGETS = {"examples/kerple_power.py": 60}
 
 
 @pytest.mark.parametrize("name,budget", BUDGETS.items())
