@@ -31,7 +31,8 @@ positions k_len - q_len .. k_len - 1 (the last q_len positions, as in cached dec
 same weights with the cheaper key-only bias m * j, shape (H, 1, T) (softmax is shift
 invariant per row; this holds with or without a mask, but only the causal form can be
 written this way: -m |i - j| cannot). The BLOOM / Hugging Face code uses that form.
-`alibi_bias(..., form="key")` returns it.
+`alibi_bias(..., form="key")` returns it; `alibi_key_bias`, after the fence, is the same shifted
+by a constant so that float32 keeps it exact near the query: the form tiny_lm.py runs.
 
 Copyable alone: imports torch and math only.
 """
@@ -103,6 +104,10 @@ class ALiBi(nn.Module):
         """alibi_bias_block with this module's slopes (and its causal mask if causal)."""
         return alibi_bias_block(self.slopes, i0, i1, j0, j1, symmetric=self.symmetric, causal=self.causal)
 
+    def key_bias(self, k_len: int) -> torch.Tensor:
+        """alibi_key_bias with this module's slopes: the causal form the model runs."""
+        return alibi_key_bias(self.slopes, k_len)
+
 
 # ---- one block of the bias, for attention that runs in chunks of queries --------------------
 
@@ -125,6 +130,22 @@ def alibi_bias_block(slopes: torch.Tensor, i0: int, i1: int, j0: int, j1: int, s
     if causal and c0 < j1 - j0:
         bias[..., c0:].masked_fill_(j[None, c0:] > i[:, None], float("-inf"))  # (H, Tq, Tk - c0), in place
     return bias
+
+
+# ---- the form the model runs: one number per key ---------------------------------------------
+
+# The causal model (tiny_lm.py) runs this form: a number per key that attention folds into q.k as one
+# more head dimension (attn_common's per-key path), so the fused causal kernel runs with no (H, T, T)
+# bias at all. It is the key form m_h j shifted by a constant of the whole call, m_h (k_len - 1):
+#     bias_h(j) = m_h (j - (k_len - 1))  =  -m_h (i - j)  -  m_h (i - k_len + 1)
+# and the last term is the same for every key of row i, which softmax ignores. The shift keeps the
+# numbers near 0 at the keys nearest the last query, where float32 must resolve them (at 4096 keys,
+# m_h j unshifted reaches 2048, whose float32 step is 2.4e-4). tests/test_pos_alibi.py holds it to
+# alibi_bias under a causal softmax.
+def alibi_key_bias(slopes: torch.Tensor, k_len: int) -> torch.Tensor:
+    """m_h (j - k_len + 1) for keys j = 0..k_len-1, float32 (H, 1, k_len), every value <= 0."""
+    j = torch.arange(k_len, device=slopes.device, dtype=torch.float32) - (k_len - 1)  # (Tk,), <= 0
+    return slopes.float()[:, None, None] * j  # (H, 1, 1) * (Tk,) -> (H, 1, Tk)
 
 
 def _self_check() -> None:

@@ -456,10 +456,8 @@ def _alibi_bias(m: ALiBi, x, layer: Layer, offset: int, shared, past, q=None, k=
     Bidirectional: -m_h |i - j| per chunk, query rows a..b-1 (positions offset+a ..) against keys s..e-1."""
     if layer.nope:
         return None, None
-    if m.causal:
-        Tk = offset + x.shape[1]
-        j = torch.arange(Tk, device=x.device, dtype=torch.float32) - (Tk - 1)  # (Tk,), <= 0
-        return (m.slopes[:, None, None] * j).to(x.dtype), None  # (H, 1, 1) * (Tk,) -> (H, 1, Tk)
+    if m.causal:  # pos_alibi.alibi_key_bias, (H, 1, Tk): the form the model runs
+        return m.key_bias(offset + x.shape[1]).to(x.dtype), None
     return (lambda a, b, s, e: m.block(offset + a, offset + b, s, e).to(x.dtype)), None
 
 

@@ -235,3 +235,32 @@ def test_tinylm_alibi_cached_decoding_equals_reference(monkeypatch):
     got = torch.cat(pieces, dim=1)
     err = max_diff(got, want)
     assert err < TOL, f"cached ALiBi decoding vs reference full forward: max logit diff {err:.2e}"
+
+
+@pytest.mark.parametrize("Tq,Tk", [(7, 7), (3, 4096)])
+def test_the_models_key_form_equals_the_plain_bias(Tq, Tk):
+    """pos_alibi.alibi_key_bias, the form the model runs: the plain causal bias -m(i-j) minus a constant of each row
+    (so the same causal softmax), every value <= 0, and at 4096 keys the weights of the float32 fold into q.k through
+    attn_sdpa equal the plain bias's in float64."""
+    H = 4
+    slopes = pos_alibi.alibi_slopes(H)
+    key = pos_alibi.alibi_key_bias(slopes, Tk)
+    plain = pos_alibi.alibi_bias(H, Tq, Tk).double()  # (H, Tq, Tk)
+    err = (plain - key.double() - (plain - key.double())[..., -1:]).abs().max().item()
+    assert key.shape == (H, 1, Tk) and key.max() <= 0 and err < 1e-9, f"a row constant apart: max diff {err:.2e}"
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, H, n, D, generator=gen) for n in (Tq, Tk, Tk))
+    want = attn(q.double(), k.double(), v.double(), score_bias=plain, causal=True)
+    err = max_diff(attn_sdpa(q, k, v, score_bias=key, causal=True), want)
+    assert err < 1e-5, f"the model's key form through attn_sdpa vs the plain causal bias: max diff {err:.2e}"
+
+
+def test_the_models_alibi_bias_is_pos_alibis(monkeypatch):
+    """A causal ALiBi TinyLM's forward asks pos_alibi.alibi_key_bias for every layer's bias (a spy counts the calls)."""
+    calls = []
+    real = pos_alibi.alibi_key_bias
+    monkeypatch.setattr(pos_alibi, "alibi_key_bias", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    model = TinyLM(GPTConfig(vocab_size=20, n_layer=3, n_head=2, n_embd=16, pos="alibi")).eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 9, dtype=torch.long))
+    assert len(calls) == 3 and all(a[1] == 9 for a in calls), f"pos_alibi.alibi_key_bias calls: {calls}"
