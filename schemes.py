@@ -73,7 +73,7 @@ SHA-256 of its text, which the checkpoints keep). docs/your_scheme.md writes one
 Scheme files written to this contract, in field/: field_relbias.py (T5's bucketed bias, KERPLE, FIRE),
 field_xpos.py (xPos, rotate_qk with rope_options), field_fox.py (FoX's forget gate, its sums as cache
 state, causal only), and the biases that read q and k: field_cope.py, field_stickbreaking.py and
-field_selective.py (its votes as cache state). This module never imports them: tiny_lm.py, above them, does, and so fills the
+field_selective.py (its votes as cache state). This module never imports them: lab/field.py, above them, does, and so fills the
 default registry from above (they import this module to register). examples/kerple_power.py
 (KERPLE's power kernel) is loaded with --scheme-file (docs/your_scheme.md). DroPE (positions dropped from a trained model) needs no entry:
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.

@@ -26,11 +26,8 @@ scripts do with a model lives beside it, in lab/: checkpoints (lab/checkpoint_io
 corpora and their tokenizer (lab/corpora.py), evaluation windows (lab/lm_eval.py), the device
 (lab/devices.py).
 """
-import importlib
 import math
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple, Optional
 
 import torch
@@ -38,15 +35,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import schemes
-# The field's schemes (docs/field.md) are scheme files in field/, written to schemes.py's contract as a reader's
-# would be; they register themselves when imported: here, above schemes.py, in this order. field/ joins the
-# import path, so after `import tiny_lm` any module may `import field_fox`.
-FIELD_DIR = Path(__file__).resolve().parent / "field"
-if str(FIELD_DIR) not in sys.path:
-    sys.path.append(str(FIELD_DIR))
-FIELD_FIRST = ("field_relbias", "field_xpos", "field_fox")  # t5, kerple, fire; xpos; fox: the registry's order
-for _file in (*FIELD_FIRST, *sorted(p.stem for p in FIELD_DIR.glob("field_*.py") if p.stem not in FIELD_FIRST)):
-    importlib.import_module(_file)  # then every other field_*.py by name: a new one needs no line here
 import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim

@@ -21,7 +21,7 @@ As there, the floor and ceiling of p carry no gradient; w does.
 Conventions: causal only (the count runs over the keys up to the query). Cached decoding needs no state:
 k holds the cached keys. A NoPE layer (nope_every) has no table: plain causal attention. Cost: each chunk
 of queries computes its gates against every key it sees, O(T^2) per head as attention is, in float32.
-Here: registered by tiny_lm.py's import of field/ (`--variants cope`); `python field/field_cope.py`
+Here: registered by lab/field.py (importing lab loads field/) (`--variants cope`); `python field/field_cope.py`
 runs the self-check. Copied alone it needs torch only.
 """
 import math

@@ -19,7 +19,7 @@ S once per call, in chunks of 256 queries (keeping one (B, Tk) prefix per chunk,
 tensor), and a chunk of rows adds the votes of the rows before it inside its own chunk. Cached decoding:
 the state is F's column sums over every query so far, (B, Tk). In float32. A NoPE layer (nope_every) has
 neither RoPE nor selection there. Uses the layer's RoPE tables, so RoPE's options and scalings apply.
-Here: registered by tiny_lm.py's import of field/ (`--variants selective`); `python field/field_selective.py`
+Here: registered by lab/field.py (importing lab loads field/) (`--variants selective`); `python field/field_selective.py`
 runs the self-check. Copied alone it needs torch and a RoPE module with the repository's call,
 rope(q, k, offset=) (pos_rope.py).
 """

@@ -27,7 +27,7 @@ Conventions: causal only; no parameters; cached decoding needs no state (k holds
 local window (GPTConfig.attn_window) each query's stick starts at the first key of its window. The
 sums run in float32. Cost: each chunk of queries computes z against every key it sees and a cumulative
 sum over them, O(T^2) per head as attention is. A NoPE layer (nope_every) is softmax attention.
-Here: registered by tiny_lm.py's import of field/ (`--variants stickbreaking`);
+Here: registered by lab/field.py (importing lab loads field/) (`--variants stickbreaking`);
 `python field/field_stickbreaking.py` runs the self-check. Copied alone it needs torch only.
 """
 import math

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from lab import corpora
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from lab import corpora  # noqa: E402  (importing lab registers the field's schemes, lab/field.py, for every test)
 
 # torch 2.13's CPU torch.cos / torch.sin on float32 are now and then (about 1 process in 8 here) off by
 # up to 1.5e-4 on the first call a process makes, for a 256 x 16 table; every later call is exact. Make

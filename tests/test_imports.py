@@ -84,8 +84,8 @@ def test_the_model_floor_reaches_nothing_above_it():
 
 
 # The model's floor, bottom up (STYLE.md item 22): each tier imports only tiers below it. The contract (schemes.py)
-# knows the built-in pos files, not the field's scheme files; those import the contract; tiny_lm, above them all,
-# imports the scheme files and so fills the registry from above.
+# knows the built-in pos files, not the field's scheme files; those import the contract; tiny_lm sits above them
+# all and imports none of them: lab/field.py does, and so fills the registry from above.
 TIERS = (("pos_alibi", "pos_learned", "pos_rope", "pos_sin"), ("attn_common",), ("schemes", "streaming"),
          tuple(sorted(p.stem for p in (ROOT / "field").glob("field_*.py"))), ("tiny_lm",))
 
@@ -96,3 +96,19 @@ def test_the_floor_imports_only_downward():
     assert {p.stem for p in (ROOT / "field").glob("*.py")} <= set(rank), "a file in field/ not named field_*.py"
     bad = [f"{m} imports {n}" for m in rank for n in sorted(g[m]) if n in rank and rank[n] >= rank[m]]
     assert not bad, "imports that run up or across the floor: " + "; ".join(bad)
+
+
+def test_importing_the_model_loads_no_field_file_and_leaves_sys_path():
+    """`import tiny_lm` alone registers the five built-in schemes and imports nothing from field/, nor changes
+    sys.path; `import lab` then registers the field's schemes."""
+    import subprocess
+    import sys
+    code = ("import sys; before = list(sys.path); import tiny_lm, schemes; "
+            "assert sys.path == before, 'sys.path changed'; "
+            "assert not [m for m in sys.modules if m.startswith('field_')], [m for m in sys.modules if m.startswith('field_')]; "
+            "print(','.join(schemes.REGISTRY)); import lab; print(','.join(schemes.REGISTRY))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-800:]
+    model_only, with_lab = out.stdout.split()
+    assert model_only == "none,learned,sin,rope,alibi", model_only
+    assert {"t5", "kerple", "fire", "xpos", "fox", "cope"} <= set(with_lab.split(",")), with_lab
