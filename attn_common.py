@@ -44,11 +44,18 @@ import torch
 import torch.nn.functional as F
 
 
+def visible_keys(i0: int, rows: int, j0: int, cols: int, device=None) -> torch.Tensor:
+    """The causal rule, its one owner in the model's files: boolean (rows, cols), True where key j may be seen by
+    query i, j <= i, for queries at positions i0 .. i0+rows-1 and keys at j0 .. j0+cols-1. Every mask below
+    (causal_mask, window_mask, hide_later_keys) is this rule on a block, narrowed or written as -inf."""
+    i = torch.arange(i0, i0 + rows, device=device)[:, None]  # (rows, 1)
+    j = torch.arange(j0, j0 + cols, device=device)[None, :]  # (1, cols)
+    return j <= i                                            # (rows, cols)
+
+
 def causal_mask(q_len: int, k_len: int, device=None) -> torch.Tensor:
-    """Boolean (Tq, Tk), True where key j <= query position k_len - q_len + i."""
-    i = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (Tq, 1)
-    j = torch.arange(k_len, device=device)[None, :]                 # (1, Tk)
-    return j <= i                                                   # (Tq, Tk)
+    """Boolean (Tq, Tk), True where key j <= query position k_len - q_len + i (bottom-right, as in cached decoding)."""
+    return visible_keys(k_len - q_len, q_len, 0, k_len, device)  # (Tq, Tk)
 
 
 WINDOW_KINDS = ("sliding", "chunked")
@@ -65,9 +72,8 @@ def window_mask(q_len: int, k_len: int, window: int, kind: str = "sliding", devi
     j = torch.arange(k_len, device=device)[None, :]                 # (1, Tk)
     # sliding:  i - w < j <= i            (the w most recent keys, the query included)
     # chunked:  j // w == i // w, j <= i  (keys of the query's own chunk of w positions, up to it)
-    if kind == "sliding":
-        return (j <= i) & (j > i - window)                          # (Tq, Tk)
-    return (j <= i) & (j // window == i // window)                  # (Tq, Tk)
+    near = (j > i - window) if kind == "sliding" else (j // window == i // window)  # (Tq, Tk)
+    return causal_mask(q_len, k_len, device) & near                 # (Tq, Tk)
 
 
 def first_visible_key(i: int, window: int, kind: str = "sliding") -> int:
@@ -330,10 +336,8 @@ def hide_later_keys(bias, i0: int, j0: int):
     (bias must be a tensor of your own, not a view of one you keep); returns bias."""
     R, C = bias.shape[-2:]
     c0 = max(0, i0 + 1 - j0)  # the first column that some row must not see
-    if c0 < C:
-        i = torch.arange(i0, i0 + R, device=bias.device)[:, None]     # (R, 1)
-        j = torch.arange(j0 + c0, j0 + C, device=bias.device)[None]   # (1, C - c0)
-        bias[..., c0:].masked_fill_(j > i, float("-inf"))
+    if c0 < C:  # (..., R, C - c0) filled where visible_keys says no
+        bias[..., c0:].masked_fill_(~visible_keys(i0, R, j0 + c0, C - c0, bias.device), float("-inf"))
     return bias
 
 

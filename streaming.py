@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from attn_common import _chunk_mask
+from attn_common import _chunk_mask, visible_keys
 
 N_SINK, WINDOW = 4, 256  # the paper's 4 sinks; a cache the size of our training length
 
@@ -81,7 +81,7 @@ def attend(q, k, v, score_bias=None, n_sink: int = N_SINK, window: int = WINDOW,
             # without the causal mask (its bottom-right alignment needs as many keys as rows): `later` hides
             bias = _scores(_chunk_mask(q, score_bias, None, False, 0, "sliding", 0, lo, hi, 0, n_sink), q)
             bias = bias[..., cache_row - lo, :] if bias.dim() >= 2 else bias
-            later = torch.arange(n_sink, device=q.device)[None, :] > i[:, None]  # (b-a, n_sink): a sink after i
+            later = ~visible_keys(a, b - a, 0, n_sink, q.device)  # (b-a, n_sink): a sink after the query
             # (B, H, b-a, D) @ (B, H, D, n) -> (B, H, b-a, n)
             sink = (qs @ k[..., :n_sink, :].transpose(-1, -2)).float() * scale + bias.float()
             scores = torch.cat((sink.masked_fill(later, float("-inf")), scores.expand(*sink.shape[:-1], -1)), -1)

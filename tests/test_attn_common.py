@@ -541,3 +541,20 @@ def test_bad_window_arguments_raise():
     with pytest.raises(ValueError, match="a local window is an int >= 1"):
         window_mask(4, 4, 0)
 
+
+
+def test_every_mask_of_the_model_is_the_one_causal_rule():
+    """attn_common's masks against a double loop of j <= i: causal_mask, window_mask (both kinds) and hide_later_keys
+    on an off-diagonal block agree with the rule visible_keys owns (mismatches counted in the message)."""
+    import attn_common as ac
+    Tq, Tk, w = 5, 12, 4
+    loop = torch.tensor([[j <= Tk - Tq + r for j in range(Tk)] for r in range(Tq)])
+    bad = (ac.causal_mask(Tq, Tk) != loop).sum().item()
+    assert bad == 0, f"causal_mask: {bad} entries differ from j <= i"
+    for kind, near in (("sliding", lambda i, j: j > i - w), ("chunked", lambda i, j: j // w == i // w)):
+        want = torch.tensor([[loop[r, j].item() and near(Tk - Tq + r, j) for j in range(Tk)] for r in range(Tq)])
+        bad = (ac.window_mask(Tq, Tk, w, kind) != want).sum().item()
+        assert bad == 0, f"window_mask {kind}: {bad} entries differ from the rule"
+    block = ac.hide_later_keys(torch.zeros(3, 6), 4, 2)  # queries 4..6, keys 2..7
+    want = torch.tensor([[0.0 if j <= i else float("-inf") for j in range(2, 8)] for i in range(4, 7)])
+    assert torch.equal(block, want), f"hide_later_keys on a block: {block}"
