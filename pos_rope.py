@@ -72,12 +72,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def pairs_as_complex(x: torch.Tensor) -> bool:
-    """Whether view_as_complex reads x's pairs in place: float32/64 on CPU or CUDA, even offset and strides."""
-    return (x.dtype in (torch.float32, torch.float64) and x.device.type in ("cpu", "cuda") and x.stride(-1) == 1
-            and x.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in x.stride()[:-1]))
-
-
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                pairing: str = "adjacent") -> torch.Tensor:
     """Rotate x: (B, H, T, D) by the angles whose cos/sin are (T, D/2). Returns x's dtype."""
@@ -90,11 +84,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     if pairing == "half":
         # the same rotation on pairs (i, i + D/2):  x' = x * [cos, cos] + rotate_half(x) * [sin, sin]
         return x * torch.cat((cos, cos), dim=-1) + rotate_half(x) * torch.cat((sin, sin), dim=-1)
-    if pairs_as_complex(x):
-        # The lines below as one complex product (Meta's Llama code), far fewer kernels forward and
-        # backward: pair (a, b) is a + ib, and (a + ib)(cos + i sin) = (a cos - b sin) + i(a sin + b cos).
-        xc = torch.view_as_complex(x.unflatten(-1, (D // 2, 2)))  # (B, H, T, D) -> (B, H, T, D/2) complex
-        return torch.view_as_real(xc * torch.complex(cos, sin)).flatten(-2)  # -> (B, H, T, D/2, 2) -> (B, H, T, D)
     a, b = x[..., 0::2], x[..., 1::2]  # (B, H, T, D/2) each: dims 2i and 2i+1
     # a' = a cos - b sin ;  b' = a sin + b cos
     out = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1)  # (B, H, T, D/2, 2)
@@ -152,6 +141,34 @@ class RotaryEmbedding(nn.Module):
         return apply_rope(q, cos, sin, self.pairing), apply_rope(k, cos, sin, self.pairing)
 
 
+# ---- the form the model runs: one complex product ------------------------------------------
+
+# tiny_lm.py's RoPE (ScaledRotaryEmbedding, below) turns q and k with rope_rotate: apply_rope's adjacent
+# pairs as one complex product (Meta's Llama code), the same numbers in far fewer kernels forward and
+# backward, wherever view_as_complex can read the pairs in place (float32/64); elsewhere (bf16, odd
+# strides, the "half" pairing) apply_rope itself. tests/test_pos_rope.py holds the two equal.
+#     pair (a, b) = a + ib:   (a + ib)(cos + i sin) = (a cos - b sin) + i (a sin + b cos)
+def pairs_as_complex(x: torch.Tensor) -> bool:
+    """Whether view_as_complex reads x's pairs in place: float32/64 on CPU or CUDA, even offset and strides."""
+    return (x.dtype in (torch.float32, torch.float64) and x.device.type in ("cpu", "cuda") and x.stride(-1) == 1
+            and x.storage_offset() % 2 == 0 and all(st % 2 == 0 for st in x.stride()[:-1]))
+
+
+def apply_rope_complex(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """apply_rope with adjacent pairs, as a complex product; x (B, H, T, D) with pairs_as_complex(x)."""
+    D = x.shape[-1]
+    xc = torch.view_as_complex(x.unflatten(-1, (D // 2, 2)))  # (B, H, T, D) -> (B, H, T, D/2) complex
+    rot = torch.complex(cos.to(x.dtype), sin.to(x.dtype))     # (T, D/2) complex
+    return torch.view_as_real(xc * rot).flatten(-2)           # -> (B, H, T, D/2, 2) -> (B, H, T, D)
+
+
+def rope_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str = "adjacent") -> torch.Tensor:
+    """The rotation the model runs: apply_rope_complex where it applies, else apply_rope (the same numbers)."""
+    if pairing == "adjacent" and pairs_as_complex(x) and cos.shape[-2:] == (x.shape[-2], x.shape[-1] // 2):
+        return apply_rope_complex(x, cos, sin)
+    return apply_rope(x, cos, sin, pairing)
+
+
 # ---- options: rotate only part of each head ----------------------------------------------
 # Both leave channels of a head without position, exactly: dims past r are never touched, θ = 0 keeps a pair.
 #   partial_rotary_factor f (HF's name; GPT-NeoX and Pythia 0.25, Phi-2 0.4): the first r = int(f D) dims turn
@@ -186,13 +203,13 @@ def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
 
 def apply_partial_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rot_dim: int,
                        pairing: str = "adjacent") -> torch.Tensor:
-    """apply_rope on x[..., :rot_dim] of x (B, H, T, D) with (T, rot_dim/2) tables; the rest passes through."""
+    """rope_rotate on x[..., :rot_dim] of x (B, H, T, D) with (T, rot_dim/2) tables; the rest passes through."""
     if rot_dim == x.shape[-1]:
-        return apply_rope(x, cos, sin, pairing)
+        return rope_rotate(x, cos, sin, pairing)
     if rot_dim == 0:
         return x  # partial_rotary_factor 0: NoPE
     # (B, H, T, r) rotated, (B, H, T, D - r) as it was -> (B, H, T, D)
-    return torch.cat((apply_rope(x[..., :rot_dim], cos, sin, pairing), x[..., rot_dim:]), dim=-1)
+    return torch.cat((rope_rotate(x[..., :rot_dim], cos, sin, pairing), x[..., rot_dim:]), dim=-1)
 
 
 # ---- context extension (RoPE scaling) ----------------------------------------------------

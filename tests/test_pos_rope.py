@@ -86,15 +86,18 @@ def attention_layout(layout, B, H, T, D, gen):
 @pytest.mark.parametrize("layout, as_complex", [("contiguous", True), ("qkv_view", True), ("odd_offset", False),
                                                 ("odd_stride", False)])
 def test_rope_complex_fast_path_equals_real_rotation(layout, as_complex):
-    """apply_rope's float32 path (one complex product, where view_as_complex can read the pairs in place) and
-    its written-out path (other strides) equal the rotation written out, values and gradients."""
+    """rope_rotate, the model's rotation (one complex product where view_as_complex can read the pairs in place,
+    apply_rope's written-out lines for other strides), and apply_rope itself equal the rotation written out,
+    values and gradients."""
     gen = torch.Generator().manual_seed(2)
     x = attention_layout(layout, 2, 3, 7, D, gen).detach().requires_grad_(True)
     assert pos_rope.pairs_as_complex(x) == as_complex, f"{layout}: the test should cover the other path"
     cos, sin = pos_rope.precompute_freqs(D, 7, offset=5)
-    got, want = pos_rope.apply_rope(x, cos, sin), written_out(x, cos, sin)
+    got, want = pos_rope.rope_rotate(x, cos, sin), written_out(x, cos, sin)
     err = max_diff(got, want)
     assert err < 1e-6, f"complex fast path vs real rotation ({layout}): max diff {err:.2e}"
+    err = max_diff(pos_rope.apply_rope(x, cos, sin), want)
+    assert err < 1e-6, f"apply_rope, the plain form, vs the rotation written out ({layout}): max diff {err:.2e}"
     w = torch.randn(got.shape, generator=gen)
     g_got, = torch.autograd.grad((got * w).sum(), x)
     g_want, = torch.autograd.grad((want * w).sum(), x)
@@ -114,8 +117,9 @@ def test_rope_complex_product_is_the_written_out_rotation_bit_for_bit(layout):
     x = attention_layout(layout, 16, 4, 256, 32, gen).detach().requires_grad_(True)
     assert pos_rope.pairs_as_complex(x)
     cos, sin = pos_rope.precompute_freqs(32, 256, offset=3)
-    got, want = pos_rope.apply_rope(x, cos, sin), written_out(x, cos, sin)
+    got, want = pos_rope.apply_rope_complex(x, cos, sin), written_out(x, cos, sin)
     assert torch.equal(got, want), f"{layout}: max diff {max_diff(got, want):.2e}"
+    assert torch.equal(pos_rope.apply_rope(x, cos, sin), want), "apply_rope is the written-out rotation"
     w = torch.randn(got.shape, generator=gen)
     g_got, = torch.autograd.grad((got * w).sum(), x)
     g_want, = torch.autograd.grad((want * w).sum(), x)
@@ -317,3 +321,18 @@ def test_rope_odd_head_dim_raises():
         pos_rope.apply_rope(torch.randn(1, 1, 4, 9), cos, sin)
     with pytest.raises(ValueError, match="pairing"):
         pos_rope.RotaryEmbedding(8, pairing="interleaved")
+
+
+def test_the_models_rope_is_pos_ropes(monkeypatch):
+    """A RoPE TinyLM's forward turns q and k through pos_rope.rope_rotate, the complex product in float32 (spies
+    count the calls: q and k of every layer)."""
+    import tiny_lm
+    calls = {"rope_rotate": 0, "apply_rope_complex": 0}
+    for name in calls:
+        real = getattr(pos_rope, name)
+        monkeypatch.setattr(pos_rope, name, lambda *a, _r=real, _n=name, **kw: calls.__setitem__(_n, calls[_n] + 1)
+                            or _r(*a, **kw))
+    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=20, n_layer=3, n_head=2, n_embd=16, pos="rope")).eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 9, dtype=torch.long))
+    assert calls == {"rope_rotate": 6, "apply_rope_complex": 6}, calls
