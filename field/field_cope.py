@@ -9,9 +9,12 @@ embedding at that fractional count:
     z_ij = q_i . e[p_ij],  e[p] = (1 - w) e[floor p] + w e[ceil p],  w = p - floor p
     logit_ij = (q_i . k_j + z_ij) / sqrt(D)                 (-inf where j > i)
 
-so the score bias is z_ij / sqrt(D). One table e (D, npos) per layer, shared by the heads, started at
-zero; npos = training length + 1 (a count runs 0 .. 256 inside a window of 256), and every count past it
-reads e[npos - 1]: that clamp is what lets CoPE meet longer windows with embeddings it has trained.
+so the score bias is z_ij / sqrt(D). Both terms are divided, as the authors' code does by default; the
+paper's printed snippet divides q_i . k_j alone (the code's --cope-nodiv), a position term sqrt(D) times
+larger. One table e (D, npos) per layer, shared by the heads, started at zero; npos = training length + 1
+(a count runs 0 .. 256 inside a window of 256), and every count past it reads e[npos - 1], as there. That
+clamp hands longer windows no trained embedding: a count nears npos - 1 only when nearly every gate of a
+full window is open, so e[npos - 1] stays near its zero start (docs/field.md gives the measured |e[n]|).
 
 Checked against the authors' code (facebookresearch/RAM, projects/cope/src/cope/context_position.py,
 ContextPosSelfAttn with its defaults: gates from the attention's own keys, the sum divided by sqrt(D)

@@ -40,6 +40,11 @@ def test_keys_read_what_their_tables_print():
         (f"{100 * lo:.0f}", f"{100 * hi:.0f}")
     ex = {r["variant"]: r for r in P.read_results(RESULTS / "extrapolation.json")["rows"]}
     assert P.value("ratio:alibi:4096", RESULTS) == f"{ex['alibi']['ppl_4096'] / ex['alibi']['ppl_256']:.2f}"
+    import csv  # rerun: the row of results/ and of every earlier run kept in results/reruns/
+    sin = [ex["sin"]["ppl_4096"]] + [float(r["ppl_4096"]) for f in sorted((RESULTS / "reruns").glob("*.csv"))
+                                     for r in csv.DictReader(f.open()) if r["variant"] == "sin"]
+    assert len(sin) == 3 and P.value("reruns:sin", RESULTS) == "3", sin
+    assert P.value("rerun:sin:4096", RESULTS) == f"{min(sin):.2f}-{max(sin):.2f}", sin
 
 
 # Decimals and percentages in the prose that are not results/' values, and why (the broad check below).
