@@ -36,7 +36,8 @@ import tiny_lm
 from lab import atomic
 from lab import devices
 from lab import lm_eval
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import make_config, make_model
+from tiny_lm import TinyLM
 from attn_common import rows_per_chunk
 from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
 from row_names import split_names
@@ -77,7 +78,7 @@ QUICK = {"lengths": (32, 64), "n_layer": 2, "n_head": 2, "n_embd": 32, "repeats"
 def make_lm(cfg: BenchConfig, scheme: str) -> TinyLM:
     """The benchmark's LM of a scheme, or of a scheme with options set (kerple_power{p=2}: variants.scheme_config)."""
     torch.manual_seed(cfg.seed)
-    return TinyLM(GPTConfig(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+    return make_model(make_config(vocab_size=cfg.vocab_size, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
                             max_len=max(max(cfg.lengths), cfg.train_len), **scheme_config(scheme)))
 
 
@@ -136,7 +137,7 @@ def hook_costs(cfg: BenchConfig, device, bar) -> dict:
         model = make_lm(cfg, s).to(device).eval()
         e, m, (H, D) = model.scheme, model.pos_module, (cfg.n_head, cfg.n_embd // cfg.n_head)
         x, q = torch.randn(1, T, cfg.n_embd, device=device), torch.randn(1, H, T, D, device=device)
-        layer = schemes.Layer(0, False, model.blocks[0].attn.window, model.rope_of(0))
+        layer = model.layer_of(0)  # what layer 0's hooks are given: a global layer with positions
         args = (x, layer, 0, None if e.prepare is None else e.prepare(m, x, 0), None)  # x, layer, offset, shared, past
         calls = {"input_rows": lambda e=e, m=m: e.input_rows(m, T, 0),
                  "rotate_qk": lambda e=e, m=m, q=q, ly=layer: e.rotate_qk(m, q, q, 0, ly),

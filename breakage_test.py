@@ -32,7 +32,8 @@ from lab import atomic
 from lab import corpora
 from lab import devices
 from lab import lm_eval
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import make_config, make_model
+from tiny_lm import TinyLM
 from cli import fail
 from eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
 from training import train
@@ -233,7 +234,7 @@ def run_word_order(cfg: BreakConfig, device) -> dict:
         for label, over in word_order_cells(cfg):
             t0 = time.perf_counter()
             torch.manual_seed(seed)
-            model = TinyLM(GPTConfig(vocab_size=len(task.vocab), n_head=cfg.wo_n_head, n_embd=cfg.wo_n_embd,
+            model = make_model(make_config(vocab_size=len(task.vocab), n_head=cfg.wo_n_head, n_embd=cfg.wo_n_embd,
                                      max_len=8, **{**over, **scheme_config(over["pos"])}))
             hist = train(model, None, None, word_order_train_config(cfg, seed), desc=f"seed {seed} {label}",
                          device=device, batches=answer_batches(x_tr, y_tr, cfg.wo_batch))
@@ -294,7 +295,7 @@ def run_char_lm(cfg: BreakConfig, device, corpus: tuple) -> dict:
             label = f"{'causal' if causal else 'no mask'} / {pos}"
             t0 = time.perf_counter()
             torch.manual_seed(cfg.seed)
-            model = TinyLM(GPTConfig(vocab_size=len(vocab), **cfg.lm_model, **scheme_config(pos), causal=causal,
+            model = make_model(make_config(vocab_size=len(vocab), **cfg.lm_model, **scheme_config(pos), causal=causal,
                                      max_len=max(512, tc.seq_len)))
             hist = train(model, train_ids, val_ids, tc, desc=label, device=device)
             ltr = lm_eval.left_to_right_loss(model, val_ids, tc.seq_len, cfg.lm_ltr_chars)

@@ -53,7 +53,7 @@ from eval_common import (check_redraw, check_writable, corpus_mismatch, csv_text
                          spread_blocks)
 from long_context import retrieval
 from tables import sync_table
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import full_config, make_config, make_model
 from training import random_windows, train
 from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
@@ -140,7 +140,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
     weights go to `weights` ({"model": state_dict, "config": GPTConfig fields}) for inspection."""
     train_ids, val_ids, key_ids, vocab_size, passkey_ids = data
     torch.manual_seed(tc.seed)
-    model = TinyLM(GPTConfig(vocab_size=vocab_size, **mcfg))
+    model = make_model(make_config(vocab_size=vocab_size, **mcfg))
     seqs, keys = probe_windows(val_ids, tc.seq_len, mix, key_ids, seed)
     distances = (24, 48) if quick else RETRIEVAL_D
     K = 6 if quick else RETRIEVAL_K
@@ -157,7 +157,7 @@ def calibrate(name: str, mix: Mixture, tc: TrainConfig, mcfg: dict, data, seed: 
                            synthetic=mix.synthetic, near_frac=mix.near_frac)
     t0 = time.perf_counter()
     hist = train(model, train_ids, val_ids, tc, desc=name, device=device, batches=batches, probe=probe)
-    atomic.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": asdict(model.cfg)}, tmp))
+    atomic.atomic_write(weights, lambda tmp: torch.save({"model": model.state_dict(), "config": full_config(model.cfg)}, tmp))
     copyable = sum((len(st) - 1) * (K_ - 1) for _, st, K_ in keys) / seqs[:, 1:].numel()
     return {"mixture": name, "config": asdict(mix), "train": asdict(tc), "model": mcfg, "hist": hist,
             "copyable": copyable, "trials": 4 if quick else 32, "passkey": PASSKEY,

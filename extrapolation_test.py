@@ -58,6 +58,7 @@ import plots
 import schemes
 import streaming
 import tiny_lm
+from lab.options import as_lab
 from lab import atomic
 from lab import corpora
 from eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
@@ -184,6 +185,7 @@ def score_row(job, data, s, args, make):
     if scaling == "clamp":
         clamp_learned_rows(model, L_train)
     elif scaling in (STREAMING, WINDOW):
+        model = as_lab(model)  # StreamingLLM is a bench switch (lab/options.py): the same weights in a LabLM
         model.set_streaming(streaming.N_SINK if scaling == STREAMING else 0, L_train)
     set_length = length_setter(model, None if switch else scaling, L_train)
     losses, per_char, secs = evaluate(model, val_ids, lengths, blocks, args.batch_tokens, row, set_length)

@@ -35,6 +35,7 @@ import torch
 
 import cli
 import row_names
+from lab import options as lab_options
 import tiny_lm
 from lab import atomic
 from lab import corpora
@@ -57,8 +58,10 @@ COPE_COUNTS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 192, 255, 256)  # the counts whos
 @contextlib.contextmanager
 def first_key_weight(n: int, store: list):
     """While open, every attention call of a TinyLM also appends the weight each query puts on keys 0..n-1,
-    (B, H, Tq), to store (one entry per layer and forward, in layer order)."""
+    (B, H, Tq), to store (one entry per layer and forward, in layer order): tiny_lm's attention and the bench's
+    (lab/options.py) both call attn_sdpa."""
     real = tiny_lm.attn_sdpa
+    assert lab_options.attn_sdpa is real
 
     def metered(q, k, v, **kw):
         ones = torch.zeros(*k.shape[:-1], 1, dtype=v.dtype, device=v.device)  # (B, H, Tk, 1)
@@ -66,11 +69,11 @@ def first_key_weight(n: int, store: list):
         # the same weights times a value of 1 on keys 0..n-1, 0 elsewhere: their sum per query, (B, H, Tq, 1)
         store.append(real(q, k, ones, **kw)[..., 0].float())
         return real(q, k, v, **kw)
-    tiny_lm.attn_sdpa = metered
+    tiny_lm.attn_sdpa = lab_options.attn_sdpa = metered
     try:
         yield
     finally:
-        tiny_lm.attn_sdpa = real
+        tiny_lm.attn_sdpa = lab_options.attn_sdpa = real
 
 
 def uniform_weight(n: int, lo: int, hi: int) -> float:

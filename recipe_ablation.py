@@ -67,7 +67,8 @@ from eval_common import (UNKNOWN, check_redraw, check_writable, corpus_mismatch,
 from perplexity import evaluate
 from lab.checkpoint_io import CheckpointError
 from lab.corpora import CorpusError
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import full_config, make_config, make_model
+from tiny_lm import GPTConfig
 from training import train
 from variants import QUICK_MODEL, QUICK_TRAIN, TRAIN_BEFORE_FIELD, TrainConfig, run_dirs
 
@@ -165,7 +166,7 @@ def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = 
                 continue
             kw, tc = knob_settings(knob, scheme, args, vocab_size)
             ck = checkpoint_io.load_checkpoint(path, make_with=rerun)[1]
-            if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != asdict(GPTConfig(**kw)):
+            if ck["extra"].get("train_config") != asdict(tc) or ck["config"] != full_config(make_config(**kw)):
                 raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
 
 
@@ -180,13 +181,13 @@ def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_s
         if not p.exists():
             continue
         model, ck = checkpoint_io.load_checkpoint(p, device, make_with=rerun)
-        if ck["extra"].get("train_config") == asdict(tc) and ck["config"] == asdict(GPTConfig(**kw)):
+        if ck["extra"].get("train_config") == asdict(tc) and ck["config"] == full_config(make_config(**kw)):
             print(f"{knob}/{scheme}: reusing {p}")
             return model, ck
         if p == path:
             raise CheckpointError(f"{path} was trained with other settings; delete it to retrain")
     torch.manual_seed(args.seed)
-    model = TinyLM(GPTConfig(**kw))
+    model = make_model(make_config(**kw))
     t0 = time.perf_counter()
     hist = train(model, train_ids, val_ids, tc, desc=f"{knob}/{scheme}", device=device)
     extra = {"train_config": asdict(tc), "knob": knob, "wall_s": round(time.perf_counter() - t0, 1),
@@ -322,9 +323,9 @@ def stale(row: dict, args, vocab_size: int) -> bool:
     if not isinstance(row.get("config"), dict) or not isinstance(row.get("train_config"), dict):
         return True
     # a field added since the row was made holds the value runs had before it (as checkpoints load)
-    cfg = {**asdict(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **row["config"]}
+    cfg = {**full_config(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **row["config"]}
     train = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **row["train_config"]}
-    return cfg != asdict(GPTConfig(**kw)) or train != asdict(tc)
+    return cfg != full_config(make_config(**kw)) or train != asdict(tc)
 
 
 def row_key(row: dict) -> tuple:

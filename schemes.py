@@ -63,7 +63,7 @@ The rest of the contract (Scheme's fields):
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
   * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS. One that
     plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
-  * Every model takes attention sinks (GPTConfig.sinks: one learned logit per head and layer, through
+  * Every model takes attention sinks (LabConfig.sinks, lab/options.py: one learned logit per head and layer, through
     the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
 
 A scheme from outside the repository comes in with `--scheme-file PATH` on every entry script
@@ -102,7 +102,7 @@ HOOKS = ("input_rows", "rotate_qk", "prepare", "score_bias", "extra_logits")
 class Layer(NamedTuple):
     """What a hook knows of the layer it serves (TinyLM builds one per layer and forward)."""
     index: int                    # 0-based
-    nope: bool                    # a layer without positions (GPTConfig.nope_every)
+    nope: bool                    # a layer without positions (LabConfig.nope_every, lab/options.py)
     window: int                   # its local window; 0: global
     rope: Optional[nn.Module]     # its RotaryEmbedding (TinyLM.rope_of), or None
     window_kind: str = "sliding"  # with window > 0: "sliding" (keys i-w < j <= i) or "chunked" (i's chunk of w)

@@ -19,7 +19,7 @@ score takes the query turned at position W - 1 (rotate_qk at that offset) and th
 keys 0..n-1. That is StreamingLLM's re-indexing for every scheme whose scores depend on positions only
 through i - j (RoPE, ALiBi, NoPE): the hidden states of the text are computed once, as in the paper,
 whose cache keeps keys before RoPE and turns them at their cache positions. Schemes that add positions
-to the input (learned, sin) cannot be re-indexed and are refused (TinyLM.set_streaming).
+to the input (learned, sin) cannot be re-indexed and are refused (LabLM.set_streaming, lab/options.py).
 
 Shapes: q, k, v (B, H, T, D); score_bias in any form attn_common.attn_sdpa takes.
 """

@@ -45,6 +45,7 @@ from lab import devices
 from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
                          read_json, read_logs, results_for_checkpoints, training_provenance)
 from lab.checkpoint_io import CheckpointError
+from lab.options import full_config
 from tiny_lm import GPTConfig
 from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
@@ -272,7 +273,7 @@ def planned_checkpoints(args, names, settings) -> dict:
     for name in (n for n in names if n in retrain):
         if name in VARIANTS:
             tc = settings["copy_train" if name in COPY_OF else "train"]
-            cfg = asdict(variant_config(name, {"train_len": tc.seq_len, **model_kw}))
+            cfg = full_config(variant_config(name, {"train_len": tc.seq_len, **model_kw}))
         else:
             parent = out / f"{FINETUNES[name]['parent']}.pt"
             if parent not in cks and not parent.exists():

@@ -19,6 +19,7 @@ import torch
 
 import tiny_lm
 from lab import atomic
+from lab.options import full_config
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig
 
@@ -54,7 +55,7 @@ STATE_FORMAT = "train_compare.state/1"
 def state_identity(name: str, model: TinyLM, tc: TrainConfig, corpus: str, amp: str, world: int) -> dict:
     """What a saved state must match to be resumed: the same variant, model, recipe (seed
     included), corpus, precision and number of processes. Anything else would silently mix two runs."""
-    return {"variant": name, "model": asdict(model.cfg), "train": asdict(tc), "corpus": corpus,
+    return {"variant": name, "model": full_config(model.cfg), "train": asdict(tc), "corpus": corpus,
             "amp": amp, "world_size": world}
 
 

@@ -23,6 +23,7 @@ import tiny_lm
 from lab import checkpoint_io
 from lab import corpora
 from tiny_lm import GPTConfig, TinyLM
+from lab.options import full_config, make_config, make_model
 
 # name -> GPTConfig overrides (base variants) or a fine-tune recipe (parent + scaling).
 # Every registered scheme (schemes.py) is the base variant of its own name, every other field at its default.
@@ -36,7 +37,7 @@ VARIANTS.update({
     # Every 4th layer without positions, every layer global: SmolLM3's layout (no_rope_layer_interval=4,
     # no sliding window). No rows in results/: the rows named irope there are the hybrid irope below.
     "irope_global": {"pos": "rope", "nope_every": 4},
-    # Hybrid layouts after shipped models (tiny_lm.layer_roles), scaled to 4 layers and a training length of 256.
+    # Hybrid layouts after shipped models (lab/options.py: layer_roles), scaled to 4 layers and a training length of 256.
     # The local window is 64 = 1/4 of the training length: a line of verse (~40 characters) fits
     # in it, and the local RoPE layers never meet a distance beyond 63 at any context length, so
     # only the global layer can carry what lies further back.
@@ -273,7 +274,7 @@ def order_of(row: str) -> tuple:
 
 # ----------------------------------------------------------------------------- the recipe
 
-# The recipe (docs/recipe.md): PyTorch's own init for every Linear (tiny_lm.GPTConfig's init fields);
+# The recipe (docs/recipe.md): PyTorch's own init for every Linear (lab.options.LabConfig's init fields);
 # weight decay 0.1 on the Linear weights only (decay="matrices").
 @dataclass
 class TrainConfig:
@@ -391,7 +392,7 @@ def variant_config(name: str, model_kw: dict) -> GPTConfig:
     kw = {**model_kw, **VARIANTS[name]}
     for every in ("nope_every", "global_every"):  # e.g. irope under --quick (2 layers): its last layer
         kw[every] = min(kw.get(every, 0), kw.get("n_layer", GPTConfig.n_layer))
-    return GPTConfig(**kw)
+    return make_config(**kw)  # a GPTConfig, or a LabConfig where the variant sets a bench field
 
 
 def finetune_setup(name: str, parent_config: dict, parent_tc: dict) -> tuple:
@@ -418,13 +419,13 @@ def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Pa
     command a message about a bad parent checkpoint suggests (the user's own)."""
     if name in VARIANTS:  # GPTConfig.train_len: the length it trains at, for a scheme's build
         torch.manual_seed(seed)
-        return TinyLM(variant_config(name, {"train_len": tc.seq_len, **model_kw})), tc, 0
+        return make_model(variant_config(name, {"train_len": tc.seq_len, **model_kw})), tc, 0
     ft = FINETUNES[name]
     model, ck = checkpoint_io.load_checkpoint(out / f"{ft['parent']}.pt",
                                         make_with=make_with or f"python train_compare.py --variants {ft['parent']}")
     cfg, tc = finetune_setup(name, ck["config"], ck["extra"]["train_config"])
     if cfg["pos"] != ck["config"]["pos"]:  # the same weights in a model without the parent's positions
-        dropped = TinyLM(GPTConfig(**cfg))
+        dropped = make_model(make_config(**cfg))
         missing, unused = dropped.load_state_dict(model.state_dict(), strict=False)
         # only the parent scheme's own weights (a learned table) may be left behind, and nothing may be missing
         if missing or any(not k.startswith(f"{ck['config']['pos']}.") for k in unused):
@@ -446,7 +447,7 @@ def real_run(name: str, vocab_size: int) -> tuple:
         cfg, tc = finetune_setup(name, *real_run(FINETUNES[name]["parent"], vocab_size))
         return cfg, asdict(tc)
     tc = replace(TrainConfig(), steps=COPY_STEPS) if name in COPY_OF else TrainConfig()
-    return asdict(variant_config(name, {"vocab_size": vocab_size})), asdict(tc)
+    return full_config(variant_config(name, {"vocab_size": vocab_size})), asdict(tc)
 
 
 def real_run_mismatch(name: str, ckpt: dict) -> list:
@@ -465,7 +466,7 @@ def real_run_mismatch(name: str, ckpt: dict) -> list:
         return ["train_config=None (real run: the recipe's)"]
     config = ckpt.get("config") or {}
     want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size))
-    got_cfg = {**asdict(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **config}
+    got_cfg = {**full_config(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **config}
     got_tc = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **extra["train_config"]}
     return [f"{k}={got[k]!r} (real run: {want[k]!r})" for got, want in ((got_cfg, want_cfg), (got_tc, want_tc))
             for k in want if k != "seed" and got[k] != want[k]]

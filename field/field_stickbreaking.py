@@ -24,7 +24,7 @@ That remainder on v_i is also their earlier model code's (dolomite-engine, sb_re
 code instead adds rem times a learned vector per head (zero at the start) and a GroupNorm per head; not here.
 
 Conventions: causal only; no parameters; cached decoding needs no state (k holds the cached keys). Under a
-local window (GPTConfig.attn_window) each query's stick starts at the first key of its window. The
+local window (LabConfig.attn_window, lab/options.py) each query's stick starts at the first key of its window. The
 sums run in float32. Cost: each chunk of queries computes z against every key it sees and a cumulative
 sum over them, O(T^2) per head as attention is. A NoPE layer (nope_every) is softmax attention.
 Here: registered by lab/field.py (importing lab loads field/) (`--variants stickbreaking`);

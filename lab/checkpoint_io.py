@@ -2,14 +2,14 @@
 read with torch.load(weights_only=True). A checkpoint of an older model loads: a config field it lacks takes the
 value the model had before the field existed (BEFORE_FIELD), else its default."""
 import sys
-from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
 import schemes
 from lab.atomic import atomic_write
-from tiny_lm import GPTConfig, TinyLM
+from tiny_lm import TinyLM
+from lab.options import GPT_FIELDS, LAB_DEFAULTS, full_config, make_config, make_model
 
 
 # What a model built before a field existed had (or before its default changed, for the init fields):
@@ -26,7 +26,7 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(path, model: TinyLM, vocab: str, step: int, losses: dict, extra: dict = None) -> None:
     """Write a plain dict atomically (atomic_write)."""
-    ckpt = {"config": asdict(model.cfg), "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    ckpt = {"config": full_config(model.cfg), "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
             "vocab": vocab, "step": int(step), "losses": losses, "extra": extra or {}}
     atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
 
@@ -52,13 +52,13 @@ def load_checkpoint(path, device="cpu", make_with: str = "python train_compare.p
     if isinstance(sf, dict) and pos in schemes.FILES and schemes.FILES[pos]["sha256"] != sf.get("sha256"):
         print(f"warning: {schemes.FILES[pos]['path']} has changed since {path.name} was trained with it "
               f"(SHA-256 {sf.get('sha256', '?')[:12]}, now {schemes.FILES[pos]['sha256'][:12]})", file=sys.stderr)
-    known = {f.name for f in fields(GPTConfig)}
+    known = set(GPT_FIELDS) | set(LAB_DEFAULTS)
     try:
-        cfg = GPTConfig(**{**BEFORE_FIELD, **{k: v for k, v in ckpt["config"].items() if k in known}})
-        model = TinyLM(cfg)
+        cfg = make_config(**{**BEFORE_FIELD, **{k: v for k, v in ckpt["config"].items() if k in known}})
+        model = make_model(cfg)  # the teaching TinyLM, or LabLM where a bench field is set
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, TypeError, ValueError, NotImplementedError) as e:
         raise CheckpointError(f"{path}: config and weights do not make a model ({str(e).splitlines()[0]}); "
                               f"delete it and rerun `{make_with}`") from None
-    ckpt["config"] = {**ckpt["config"], **asdict(cfg)}
+    ckpt["config"] = {**ckpt["config"], **full_config(cfg)}
     return model.to(device), ckpt

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import breakage_test as bt  # noqa: E402
 import schemes  # noqa: E402
+from lab.options import make_config, make_model
 from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 from lab import lm_eval
 
@@ -28,7 +29,7 @@ def _one_thread():
 
 def _model(pos="none", causal=False, n_layer=2, vocab=19, seed=0):
     torch.manual_seed(seed)
-    m = TinyLM(GPTConfig(vocab_size=vocab, n_layer=n_layer, n_head=4, n_embd=32, pos=pos, causal=causal, max_len=64))
+    m = make_model(make_config(vocab_size=vocab, n_layer=n_layer, n_head=4, n_embd=32, pos=pos, causal=causal, max_len=64))
     with torch.no_grad():  # the 0.02 init is nearly silent; larger weights make any order signal visible
         for mod in m.modules():
             if isinstance(mod, torch.nn.Linear) and mod is not m.head:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import copy_calibration as CC
 import copy_mixture as CM
+from lab.options import make_config, make_model
 import tiny_lm
 import variants
 
@@ -58,7 +59,7 @@ def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused):
     assert set(data["curves"]) == {"digits_long", "synthetic"}
     assert (tmp_path / "res" / "copy_calibration.png").stat().st_size > 1000
     saved = torch.load(tmp_path / "out" / "synthetic.pt", weights_only=True)
-    model = tiny_lm.TinyLM(tiny_lm.GPTConfig(**saved["config"]))
+    model = make_model(make_config(**saved["config"]))
     model.load_state_dict(saved["model"])  # the final weights reload into the model they came from
     capsys.readouterr()
     assert CC.main(argv) == 0

@@ -11,6 +11,7 @@ import eval_common as EC
 import tiny_lm
 from lab import corpora
 import variants
+from lab.options import full_config, make_config
 from tiny_lm import GPTConfig
 
 
@@ -29,7 +30,7 @@ def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():
 
 def _checkpoint(variant, **config):
     """A checkpoint dict of the real recipe for a variant's registry entry, with config changes."""
-    cfg = {**asdict(GPTConfig(vocab_size=65)), **variants.VARIANTS[variant], **config}
+    cfg = {**full_config(make_config(vocab_size=65)), **variants.VARIANTS[variant], **config}
     return {"config": cfg, "extra": {"variant": variant, "train_config": asdict(variants.TrainConfig())}}
 
 

@@ -38,7 +38,7 @@ def explicit_first_weight(model, ids, n):
             scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, H, T, D) @ (B, H, D, T) -> (B, H, T, T)
             scores = scores + (bias if bias is not None else 0)
             scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
-            if b.attn.sink is not None:  # one more column of logit s_h whose value is 0
+            if getattr(b.attn, "sink", None) is not None:  # one more column of logit s_h whose value is 0
                 sink = b.attn.sink.view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
                 w = F.softmax(torch.cat((scores, sink), -1), -1)[..., :-1]
             else:

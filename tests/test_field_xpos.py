@@ -12,6 +12,7 @@ import schemes
 from conftest import scheme_file_loaded
 from conftest import cached_logits
 from pos_rope import RotaryEmbedding, ScaledRotaryEmbedding
+from lab.options import make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -30,7 +31,7 @@ def xpos():
 
 def turn(entry, rope, v, pos, centre=128):
     """(q, k) of the vector v (D,) at position pos through the scheme's hook, each (D,) float64."""
-    module = entry.build(GPTConfig(**KW, pos="xpos", train_len=2 * centre))
+    module = entry.build(make_config(**KW, pos="xpos", train_len=2 * centre))
     x = v.view(1, 1, 1, -1)
     q, k = entry.rotate_qk(module, x, x, pos, schemes.Layer(0, False, 0, rope))
     return q.view(-1).double(), k.view(-1).double()
@@ -85,7 +86,7 @@ def test_score_depends_only_on_the_distance(xpos):
 def test_cached_decoding_equals_the_full_forward(xpos):
     """TinyLM with xPos: one token at a time through the cache gives the full forward's logits."""
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(**KW, pos="xpos")).eval()
+    model = make_model(make_config(**KW, pos="xpos")).eval()
     assert model.xpos.centre == 128 and model.xpos.scale_base == S and model.xpos.gamma == GAMMA, model.xpos
     ids = torch.randint(0, 20, (2, 30), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -98,7 +99,7 @@ def test_cached_decoding_equals_the_full_forward(xpos):
 def test_bfloat16_keeps_the_float32_result(xpos):
     """bf16 q, k at positions near 3000: rotation and scale in float32, only the result rounded to bf16, so it
     stays within bf16's rounding (2^-8 relative) of the float32 result on the same inputs."""
-    module = xpos.build(GPTConfig(**KW, pos="xpos"))
+    module = xpos.build(make_config(**KW, pos="xpos"))
     layer = schemes.Layer(0, False, 0, RotaryEmbedding(32))
     g = torch.Generator().manual_seed(3)
     q, k = (torch.randn(2, 2, 16, 32, generator=g).bfloat16() for _ in range(2))
@@ -112,7 +113,7 @@ def test_bfloat16_keeps_the_float32_result(xpos):
 
 def test_a_nope_layer_is_left_alone(xpos):
     """layer.rope None (nope_every): q and k come back as they were."""
-    module = xpos.build(GPTConfig(**KW, pos="xpos"))
+    module = xpos.build(make_config(**KW, pos="xpos"))
     q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
     q2, k2 = xpos.rotate_qk(module, q, k, 7, schemes.Layer(1, True, 0, None))
     assert q2 is q and k2 is k

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import LAB_DEFAULTS, make_config, make_model
+from tiny_lm import TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FIXTURE = torch.load(Path(__file__).resolve().parent / "fixtures" / "logit_fixture.pt", weights_only=True)
@@ -15,7 +16,11 @@ FIXTURE = torch.load(Path(__file__).resolve().parent / "fixtures" / "logit_fixtu
 
 @pytest.mark.parametrize("row", FIXTURE["rows"], ids=[f"{i}:{r['name']}" for i, r in enumerate(FIXTURE["rows"])])
 def test_logits_equal_the_fixture_made_before_the_split(row):
-    model = TinyLM(GPTConfig(**row["config"]))
+    config = dict(row["config"])
+    assert config.pop("mlp_ratio", 4) == 4, "tiny_lm.MLP is 4C wide"
+    model = make_model(make_config(**config))
+    teaching = not any(k in LAB_DEFAULTS and v != LAB_DEFAULTS[k] for k, v in config.items())
+    assert (type(model) is TinyLM) == teaching, f"{row['name']}: built as {type(model).__name__}"
     keys = model.state_dict().keys()
     model.load_state_dict({k: row["own"][k] if k in row["own"] else FIXTURE["base"][k] for k in keys})
     model.eval()

@@ -15,6 +15,7 @@ import test_tiny_lm
 import tiny_lm
 from lab import checkpoint_io
 from pos_rope import PAIRINGS, RotaryEmbedding, ScaledRotaryEmbedding
+from lab.options import LabAttention, layer_roles, make_config, make_model, option
 from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -230,9 +231,9 @@ def test_options_survive_a_cast_to_bfloat16():
 # ============================================================================ NoPE layers (nope_every)
 
 def test_attention_without_positions_is_permutation_equivariant():
-    """Attention(x) without a scheme and no mask: permuting the tokens permutes the output; with RoPE it does not."""
+    """LabAttention(x) without a scheme and no mask: permuting the tokens permutes the output; with RoPE it does not."""
     torch.manual_seed(0)
-    attn = Attention(GPTConfig(**{**SMALL, "causal": False})).double()
+    attn = LabAttention(make_config(**{**SMALL, "causal": False})).double()
     x = torch.randn(2, 12, 32, dtype=torch.float64)
     perm = torch.randperm(12)
     out = attn(x)[0]
@@ -249,11 +250,11 @@ def test_nope_layers_attend_without_positions(pos, every, nope):
     """In the model, each NoPE layer's attention, called as the model calls it, is permutation-equivariant
     (causal=False); every other layer is not."""
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(**{**SMALL, "pos": pos, "causal": False, "nope_every": every})).double().eval()
+    model = make_model(make_config(**{**SMALL, "pos": pos, "causal": False, "nope_every": every})).double().eval()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    assert model.nope_layers == nope
+    assert layer_roles(model.cfg)[0] == nope
     calls = {}  # layer -> (input, keyword arguments) of its attention in the model's forward
 
     def keep_call(i):
@@ -280,7 +281,7 @@ def test_nope_layers_attend_without_positions(pos, every, nope):
 def test_all_nope_model_is_permutation_equivariant():
     """nope_every=1, causal=False: no layer sees positions, so the whole model permutes with its input."""
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(**{**SMALL, "causal": False, "nope_every": 1})).double().eval()
+    model = make_model(make_config(**{**SMALL, "causal": False, "nope_every": 1})).double().eval()
     x, perm = torch.randint(0, V, (2, 16)), torch.randperm(16)
     with torch.no_grad():
         err = max_diff(model(x[:, perm]).logits, model(x).logits[:, perm])
@@ -309,7 +310,7 @@ def test_cached_decoding_with_options_equals_full_forward(pos, kw):
 ])
 def test_bad_model_options_raise_one_line(kw, match):
     with pytest.raises(ValueError, match=match) as e:
-        GPTConfig(**{**SMALL, **kw})
+        make_config(**{**SMALL, **kw})
     assert "\n" not in str(e.value)
 
 
@@ -322,7 +323,7 @@ def test_options_add_no_parameters_and_draw_no_random_numbers():
     for name, kw in (("default", {}), ("spelled", {"partial_rotary_factor": 1.0, "rope_p": 1.0, "nope_every": 0}),
                      ("options", {"partial_rotary_factor": 0.5, "rope_p": 0.5, "nope_every": 2})):
         torch.manual_seed(0)
-        model = TinyLM(GPTConfig(**SMALL, **kw)).eval()
+        model = make_model(make_config(**SMALL, **kw)).eval()
         built[name] = (model, torch.get_rng_state())
     ref, ref_rng = built["default"]
     x = torch.randint(0, V, (2, 30))
@@ -341,19 +342,19 @@ def test_options_add_no_parameters_and_draw_no_random_numbers():
 
 def test_checkpoint_keeps_the_options_and_old_checkpoints_load(tmp_path):
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(**SMALL, partial_rotary_factor=0.5, rope_p=0.75, nope_every=2)).eval()
+    model = make_model(make_config(**SMALL, partial_rotary_factor=0.5, rope_p=0.75, nope_every=2)).eval()
     path = tmp_path / "m.pt"
     checkpoint_io.save_checkpoint(path, model, "a" * V, step=1, losses={})
     loaded, ckpt = checkpoint_io.load_checkpoint(path)
     x = torch.randint(0, V, (1, 24))
     with torch.no_grad():
         assert loaded.cfg == model.cfg and torch.equal(loaded(x).logits, model(x).logits)
-    assert loaded.nope_layers == (1, 3) and loaded.rope.rot_dim == 8
+    assert layer_roles(loaded.cfg)[0] == (1, 3) and loaded.rope.rot_dim == 8
     # a checkpoint written before these fields existed: they load as their defaults
     old = torch.load(path, weights_only=True)
     for name in ("partial_rotary_factor", "rope_p", "nope_every"):
         del old["config"][name]
     torch.save(old, tmp_path / "old.pt")
     loaded, ckpt = checkpoint_io.load_checkpoint(tmp_path / "old.pt")
-    assert (loaded.cfg.partial_rotary_factor, loaded.cfg.rope_p, loaded.cfg.nope_every) == (1.0, 1.0, 0)
+    assert tuple(option(loaded.cfg, k) for k in ("partial_rotary_factor", "rope_p", "nope_every")) == (1.0, 1.0, 0)
     assert ckpt["config"]["nope_every"] == 0, "ckpt['config'] should show the defaults the model was built with"

@@ -12,6 +12,7 @@ import tables
 import tiny_lm
 from lab import checkpoint_io
 from lab.checkpoint_io import BEFORE_FIELD
+from lab.options import full_config, make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig, make_optimizer
 
@@ -21,7 +22,7 @@ C, L = 64, 3
 
 def model(**kw) -> TinyLM:
     torch.manual_seed(0)
-    return TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos="none", **kw))
+    return make_model(make_config(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos="none", **kw))
 
 
 def std_close(t: torch.Tensor, want: float, what: str, rel: float = 0.1) -> None:
@@ -69,7 +70,7 @@ def test_tied_head_shares_the_table():
 def test_weight_decay_groups(decay, pos):
     """"matrices": the Linear weights; "all": every parameter; the learned position table never."""
     torch.manual_seed(0)
-    m = TinyLM(GPTConfig(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos=pos))
+    m = make_model(make_config(vocab_size=50, n_layer=L, n_head=4, n_embd=C, pos=pos))
     opt = make_optimizer(m, TrainConfig(decay=decay))
     decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
     every = {n for n, p in m.named_parameters()}
@@ -134,10 +135,10 @@ def test_norm_bias(norm_bias):
 def test_every_knob_changes_only_its_own_settings():
     """A knob's overrides are what it changes against the baseline (the defaults); the recipes named
     old... set every field the recipe change touched, so they mean the same whatever the defaults are."""
-    base_model, base_train = GPTConfig(vocab_size=50), TrainConfig()
+    base_model, base_train = make_config(vocab_size=50), TrainConfig()
     for knob, (model_over, train_over) in recipe_ablation.KNOBS.items():
-        cfg, tc = GPTConfig(vocab_size=50, **model_over), TrainConfig(**train_over)
-        changed = {k for k, v in vars(cfg).items() if vars(base_model)[k] != v}
+        cfg, tc = make_config(vocab_size=50, **model_over), TrainConfig(**train_over)
+        changed = {k for k, v in full_config(cfg).items() if full_config(base_model)[k] != v}
         changed |= {k for k, v in vars(tc).items() if vars(base_train)[k] != v}
         if knob.startswith("old"):
             assert set(recipe_ablation.OLD_MODEL) | {"decay"} <= set(model_over) | set(train_over), knob
@@ -182,7 +183,7 @@ def test_rows_of_other_settings_are_stale():
     """A row is kept only if its recorded settings are what its knob trains now."""
     args = recipe_ablation.parse_args([])
     kw, tc = recipe_ablation.knob_settings("old", "rope", args, 50)
-    row = {"knob": "old", "scheme": "rope", "config": asdict(GPTConfig(**kw)), "train_config": asdict(tc)}
+    row = {"knob": "old", "scheme": "rope", "config": full_config(make_config(**kw)), "train_config": asdict(tc)}
     assert not recipe_ablation.stale(row, args, 50)
     assert recipe_ablation.stale({**row, "knob": "decay_emb"}, args, 50), "a knob that is gone"
     assert recipe_ablation.stale({k: v for k, v in row.items() if k != "config"}, args, 50), "a row without settings"
@@ -217,7 +218,7 @@ def test_rows_are_kept_per_seed_and_set_against_the_recipes_seeds(tmp_path, caps
 
     def row(knob, scheme, seed, ppl):
         kw, tc = recipe_ablation.knob_settings(knob, scheme, recipe_ablation.parse_args(["--seed", str(seed)]), 50)
-        return {"knob": knob, "scheme": scheme, "config": asdict(GPTConfig(**kw)), "train_config": asdict(tc),
+        return {"knob": knob, "scheme": scheme, "config": full_config(make_config(**kw)), "train_config": asdict(tc),
                 "ppl@256": ppl, "ppl@4096": 2 * ppl}
 
     meta = {"command": "x", "lengths": [256, 4096], "tokens": 65536}

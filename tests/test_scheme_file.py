@@ -26,6 +26,7 @@ import train_compare
 import variants
 from conftest import chunks_and_cache_agree, cached_logits, repo_files, scheme_file_loaded
 from lab.checkpoint_io import CheckpointError
+from lab.options import make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -99,7 +100,7 @@ def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cach
         assert len({e.colour for e in schemes.REGISTRY.values()}) == len(schemes.REGISTRY), "colours clash"
         for options, bias in ((None, 3.0), ({"gate_bias": 1.5}, 1.5)):
             torch.manual_seed(0)
-            model = TinyLM(GPTConfig(**KW, pos="toy_forget", pos_options=options)).eval()
+            model = make_model(make_config(**KW, pos="toy_forget", pos_options=options)).eval()
             for gate in model.toy_forget.gates:
                 assert torch.equal(gate.weight, torch.zeros_like(gate.weight)), "TinyLM's init redrew the gate"
                 assert torch.equal(gate.bias, torch.full_like(gate.bias, bias)), gate.bias
@@ -118,11 +119,11 @@ def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cach
         assert "toy_forget" in benchmark.parse_args(["--quick", "--scheme-file", str(TOY)]).schemes, \
             "benchmark.py measures every scheme registered when it runs, a --scheme-file's included"
         with pytest.raises(ValueError, match="causal only"):
-            GPTConfig(**KW, pos="toy_forget", causal=False)
+            make_config(**KW, pos="toy_forget", causal=False)
         with pytest.raises(ValueError, match="has no option gate"):
-            GPTConfig(**KW, pos="toy_forget", pos_options={"gate": 1.0})
+            make_config(**KW, pos="toy_forget", pos_options={"gate": 1.0})
         with pytest.raises(ValueError, match="is a float"):
-            GPTConfig(**KW, pos="toy_forget", pos_options={"gate_bias": "high"})
+            make_config(**KW, pos="toy_forget", pos_options={"gate_bias": "high"})
 
 
 def test_options_and_finetunes_follow_the_grammar_and_the_declaration():
@@ -153,7 +154,7 @@ def test_a_checkpoint_names_its_scheme_file(tmp_path, capsys):
     toy = tmp_path / "toy_forget.py"
     shutil.copy2(TOY, toy)
     with toy_loaded(toy):
-        model = TinyLM(GPTConfig(**KW, pos="toy_forget"))
+        model = make_model(make_config(**KW, pos="toy_forget"))
         extra = {"scheme_file": dict(schemes.FILES["toy_forget"])}
         checkpoint_io.save_checkpoint(tmp_path / "t.pt", model, "a" * 20, 1, {}, extra)
     with pytest.raises(CheckpointError) as e:
@@ -187,7 +188,7 @@ def test_the_kerple_power_example_is_its_formula_and_trains(tmp_path):
     assert len(path.read_text(encoding="utf-8").splitlines()) <= 60, "the example is at most 60 lines"
     with toy_loaded(path, "kerple_power") as entry:
         torch.manual_seed(0)
-        model = TinyLM(GPTConfig(**KW, pos="kerple_power")).eval()
+        model = make_model(make_config(**KW, pos="kerple_power")).eval()
         r1, p = [0.5, 0.001], [1.5, 2.5]  # the second head's r1 below 0.01 and p above 2: the bounds are used
         with torch.no_grad():
             model.kerple_power.r1.copy_(torch.tensor(r1))
@@ -207,7 +208,7 @@ def test_the_kerple_power_example_is_its_formula_and_trains(tmp_path):
         ck = torch.load(tmp_path / "kerple_power.pt", weights_only=True)
         assert ck["extra"]["scheme_file"]["path"] == str(path)
         torch.manual_seed(0)  # the model train_compare built at seed 0, before its 4 steps
-        start = TinyLM(GPTConfig(**ck["config"])).kerple_power
+        start = make_model(make_config(**ck["config"])).kerple_power
         moved = [(ck["model"][f"kerple_power.{n}"] - getattr(start, n)).abs().max().item() for n in ("r1", "p")]
         assert min(moved) > 0, f"the kernel did not train: r1, p moved by {moved}"
 
@@ -252,7 +253,7 @@ def test_a_bias_reads_the_queries_and_keys_attention_uses(tmp_path):
     q/k projection through the bias; and train_compare --scheme-file trains it."""
     with toy_loaded(QK, "toy_qk") as entry:
         torch.manual_seed(0)
-        model = TinyLM(GPTConfig(**KW, pos="toy_qk")).eval()
+        model = make_model(make_config(**KW, pos="toy_qk")).eval()
         B, H, D = 2, KW["n_head"], KW["n_embd"] // KW["n_head"]
         q, k = torch.randn(B, H, 5, D), torch.randn(B, H, 9, D)  # 5 new queries at 4..8, keys 0..8
         with torch.no_grad():
@@ -317,7 +318,7 @@ def test_what_a_hook_returns_is_checked_with_the_scheme_and_the_hook_named():
         with contextlib.ExitStack() as stack:
             entry = schemes.register(schemes.Scheme(f"toy_bad_{case}", "nothing", **hooks))
             stack.callback(schemes.unregister, entry.name)
-            model = TinyLM(GPTConfig(**KW, pos=entry.name)).eval()
+            model = make_model(make_config(**KW, pos=entry.name)).eval()
             with pytest.raises(schemes.SchemeError) as e, torch.no_grad():
                 model(torch.zeros(2, 12, dtype=torch.long))
             msg = str(e.value)
@@ -360,11 +361,11 @@ def test_a_file_written_to_the_first_contract_still_runs():
         x = torch.randint(0, 20, (2, 24), generator=torch.Generator().manual_seed(4))
         for old, want_kw in (("old_alibi", {"pos": "alibi"}), ("old_sink", {"pos": "none", "sinks": True})):
             torch.manual_seed(0)
-            want = TinyLM(GPTConfig(**KW, **want_kw)).eval()
+            want = make_model(make_config(**KW, **want_kw)).eval()
             with torch.no_grad():
                 for name, p in want.named_parameters():
                     p.add_(torch.randn_like(p) * 0.1 * (not name.endswith(".sink")))  # the sinks' logits stay 0
-            model = _same_weights(TinyLM(GPTConfig(**KW, pos=old)), want)
+            model = _same_weights(make_model(make_config(**KW, pos=old)), want)
             with torch.no_grad():
                 err = (model(x).logits - want(x).logits).abs().max().item()
             assert err < 1e-5, f"{old}, written to the first contract, vs {want_kw}: max logit diff {err:.2e}"

@@ -29,6 +29,7 @@ import train_compare
 import variants
 from conftest import cached_logits
 from schemes import Scheme
+from lab.options import layer_roles, make_config, make_model, option
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -101,7 +102,7 @@ def test_hooks_give_the_numbers_of_the_model_before_them(name):
     scoring the same tokens one position later changes (1e-4 to 3e-4 for none, alibi and rope)."""
     loss_was, row_was, digest_was, step_was = PINNED[name]
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(**{**KW, **OLD_INIT, **pinned_case(name)}))
+    model = make_model(make_config(**{**KW, **OLD_INIT, **pinned_case(name)}))
     idx = ids(2, 73, seed=1)
     with torch.no_grad():
         logits, loss, _ = model(idx[:, :-1], idx[:, 1:])
@@ -126,12 +127,12 @@ def test_state_dict_keys_are_the_ones_checkpoints_hold():
         cfg = variants.variant_config(name, KW)
         entry = schemes.get(cfg.pos)
         own = [] if entry.build is None else [f"{cfg.pos}.{k}" for k in entry.build(cfg).state_dict()]
-        keys = block[:4] + ["attn.sink"] * cfg.sinks + block[4:]
+        keys = block[:4] + ["attn.sink"] * option(cfg, "sinks") + block[4:]
         want = ["tok_emb.weight"] + own + [f"blocks.{i}.{k}" for i in range(KW["n_layer"]) for k in keys] + \
             ["ln_f.weight", "ln_f.bias", "head.weight"]
-        got = list(TinyLM(cfg).state_dict())
+        got = list(make_model(cfg).state_dict())
         assert got == want, f"{name}: state_dict keys {sorted(set(got) ^ set(want)) or 'in another order'}"
-    assert list(TinyLM(variants.variant_config("learned", KW)).state_dict())[1] == "learned.table.weight"
+    assert list(make_model(variants.variant_config("learned", KW)).state_dict())[1] == "learned.table.weight"
 
 
 def test_the_five_entries_say_what_they_do():
@@ -152,7 +153,7 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
     """GPTConfig asks the registry: an unknown scheme is one line naming the registered ones; RoPE's options
     and nope_every ask the entry what it does, so a new scheme that takes them passes the same checks."""
     with pytest.raises(ValueError) as e:
-        GPTConfig(pos="no_such_scheme")
+        make_config(pos="no_such_scheme")
     assert str(e.value) == \
         f"unknown position scheme 'no_such_scheme'; choose one of {', '.join(schemes.names())}", e.value
     with pytest.raises(ValueError, match=r"scheme name 'rope' is taken: pos_rope.py registered it first; rename yours"):
@@ -160,12 +161,12 @@ def test_unknown_scheme_and_options_answer_from_the_registry():
     with pytest.raises(ValueError, match="must be a Python identifier"):
         schemes.register(Scheme("not-a-name", "again"))
     with registered(Scheme("toy_turn", "Q/K rotation", rotate_qk=scaled_rotation, rope_options=True)):
-        GPTConfig(**{**KW, "pos": "toy_turn", "partial_rotary_factor": 0.5, "nope_every": 2})
-        GPTConfig(**{**KW, **variants.VARIANTS["gemma_hybrid"], "pos": "toy_turn"})
+        make_config(**{**KW, "pos": "toy_turn", "partial_rotary_factor": 0.5, "nope_every": 2})
+        make_config(**{**KW, **variants.VARIANTS["gemma_hybrid"], "pos": "toy_turn"})
         for bad, msg in (({"pos": "alibi", "rope_p": 0.5}, r"use pos='rope'( or '\w+')* or 'toy_turn'"),
                          ({"pos": "sin", "nope_every": 2}, r"inside attention \(rope, alibi, (\w+, )*toy_turn\)")):
             with pytest.raises(ValueError, match=msg) as e:
-                GPTConfig(**{**KW, **bad})
+                make_config(**{**KW, **bad})
             assert "\n" not in str(e.value)
     assert "toy_turn" not in variants.VARIANTS and "toy_turn_copy" not in variants.ALL_NAMES, "unregistered, gone"
 
@@ -198,8 +199,8 @@ def test_forget_gate_bias_from_the_input_with_cache_state():
     carried as cache state) equals the full forward, and the gates learn."""
     with forget_toy():
         torch.manual_seed(0)
-        alibi = TinyLM(GPTConfig(**{**KW, "pos": "alibi"})).eval()
-        toy = TinyLM(GPTConfig(**{**KW, "pos": "toy_forget"})).eval()
+        alibi = make_model(make_config(**{**KW, "pos": "alibi"})).eval()
+        toy = make_model(make_config(**{**KW, "pos": "toy_forget"})).eval()
         assert toy.load_state_dict(alibi.state_dict(), strict=False).unexpected_keys == []
         m = alibi.alibi.slopes  # (H,)
         with torch.no_grad():
@@ -238,8 +239,8 @@ def test_sink_logits_join_the_softmax():
     with registered(Scheme("toy_sinks", "extra logits", build=Sinks, extra_logits=Sinks.extra_logits)):
         for layout in ({}, {"attn_window": 8, "global_every": 2}):
             torch.manual_seed(0)
-            none = TinyLM(GPTConfig(**{**KW, **layout, "pos": "none"})).eval()
-            toy = TinyLM(GPTConfig(**{**KW, **layout, "pos": "toy_sinks"})).eval()
+            none = make_model(make_config(**{**KW, **layout, "pos": "none"})).eval()
+            toy = make_model(make_config(**{**KW, **layout, "pos": "toy_sinks"})).eval()
             toy.load_state_dict(none.state_dict(), strict=False)
             x = ids(2, 30, seed=3)
             with torch.no_grad():
@@ -267,7 +268,7 @@ def test_chunked_equals_whole_for_every_registered_scheme(sixth):
                 if not causal and schemes.get(name).causal_only:
                     continue
                 torch.manual_seed(0)
-                model = TinyLM(GPTConfig(**{**KW, "pos": name, "causal": causal, "sinks": sinks})).eval()
+                model = make_model(make_config(**{**KW, "pos": name, "causal": causal, "sinks": sinks})).eval()
                 x, case = ids(2, 40, seed=5), f"{name} causal={causal} sinks={sinks}"
                 with torch.no_grad():
                     for blk in model.blocks if sinks else ():
@@ -300,16 +301,16 @@ def test_rotation_with_rope_options_gets_each_layers_tables(variant):
     over = variants.VARIANTS[variant]
     with registered(Scheme("toy_turn", "Q/K rotation", rotate_qk=scaled_rotation, rope_options=True)):
         torch.manual_seed(0)
-        rope = TinyLM(GPTConfig(**{**KW, **over})).eval()
+        rope = make_model(make_config(**{**KW, **over})).eval()
         torch.manual_seed(0)
-        toy = TinyLM(GPTConfig(**{**KW, **over, "pos": "toy_turn"})).eval()
+        toy = make_model(make_config(**{**KW, **over, "pos": "toy_turn"})).eval()
         x = ids(2, 72, seed=4)
         CALLS.clear()
         with torch.no_grad():
             err = max_diff(toy(x).logits, rope(x).logits)
         assert err == 0, f"{variant}: scaled rotation vs RoPE, max logit diff {err:.2e}"
         got = [(c.index, c.nope, c.window, c.rope) for c in CALLS]
-        want = [(i, i in toy.nope_layers, toy.blocks[i].attn.window, toy.rope_of(i)) for i in range(KW["n_layer"])]
+        want = [(i, i in layer_roles(toy.cfg)[0], getattr(toy.blocks[i].attn, "window", 0), toy.rope_of(i)) for i in range(KW["n_layer"])]
         assert got == want, f"{variant}: the hook got layers {got}, want {want}"
 
 

@@ -14,6 +14,7 @@ import torch
 import streaming
 from pos_alibi import alibi_slopes
 from pos_rope import apply_rope, precompute_freqs
+from lab.options import LabConfig, LabLM, make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 
 
@@ -57,7 +58,7 @@ def reference_logits(model, idx, n_sink, window):
 @pytest.mark.parametrize("pos,n_sink", [("rope", 4), ("alibi", 4), ("none", 4), ("rope", 0)])
 def test_streaming_equals_the_cache_token_by_token(pos, n_sink):
     torch.manual_seed(0)
-    model = TinyLM(GPTConfig(vocab_size=20, n_layer=2, n_head=4, n_embd=32, pos=pos, max_len=128)).eval()
+    model = LabLM(LabConfig(vocab_size=20, n_layer=2, n_head=4, n_embd=32, pos=pos, max_len=128)).eval()
     idx = torch.randint(0, 20, (1, 48))
     window = 16
     model.set_streaming(n_sink, window)
@@ -87,10 +88,10 @@ def test_streaming_in_chunks_equals_one_chunk():
 def test_streaming_refuses_what_it_cannot_reindex():
     for kw, why in ((dict(pos="learned"), "input"), (dict(pos="rope", sinks=True), "sinks"),
                     (dict(pos="rope", attn_window=8), "local")):
-        model = TinyLM(GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, max_len=64, **kw))
+        model = LabLM(LabConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, max_len=64, **kw))
         with pytest.raises(ValueError, match=why):
             model.set_streaming(4, 16)
-    model = TinyLM(GPTConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, max_len=64, pos="rope"))
+    model = LabLM(LabConfig(vocab_size=20, n_layer=2, n_head=2, n_embd=16, max_len=64, pos="rope"))
     with pytest.raises(ValueError, match="n_sink < window"):
         model.set_streaming(16, 16)
     model.set_streaming(4, 8)

@@ -23,6 +23,7 @@ from lab import devices
 from lab import lm_eval
 from lab.checkpoint_io import CheckpointError
 from lab.corpora import CharTokenizer, CorpusError
+from lab.options import full_config, make_config as lab_config, make_model as lab_lm
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -38,7 +39,7 @@ def make_model(pos: str, seed: int = 0, shake: float = 0.1, **overrides) -> Tiny
     """A tiny TinyLM; `shake` adds N(0, shake^2) noise to every weight so that logits differ clearly
     between tokens and positions (the GPT-2 init of std 0.02 makes almost every logit ~0)."""
     torch.manual_seed(seed)
-    model = TinyLM(GPTConfig(pos=pos, **{**SMALL, **overrides}))
+    model = lab_lm(lab_config(pos=pos, **{**SMALL, **overrides}))
     if shake:
         with torch.no_grad():
             for p in model.parameters():
@@ -109,10 +110,10 @@ def test_mlp_parts_and_init_by_module():
     projections (attn.out, mlp.proj) get std 0.02/sqrt(2 n_layer), the other Linear weights std 0.02 (or
     C^-0.5 for qkv), checked on a wide model so the sample std is tight; tests/test_recipe_ablation.py
     checks the default, PyTorch's init."""
-    cfg = GPTConfig(vocab_size=V, n_layer=3, n_head=4, n_embd=256, pos="none", qkv_init="unit", resid_init="scaled",
+    cfg = lab_config(vocab_size=V, n_layer=3, n_head=4, n_embd=256, pos="none", qkv_init="unit", resid_init="scaled",
                     linear_init="gpt2")
     torch.manual_seed(0)
-    model = TinyLM(cfg)
+    model = lab_lm(cfg)
     blk = model.blocks[0]
     assert isinstance(blk.mlp.fc, torch.nn.Linear) and isinstance(blk.mlp.act, torch.nn.GELU)
     assert isinstance(blk.mlp.proj, torch.nn.Linear)
@@ -231,7 +232,7 @@ def test_checkpoint_round_trip(pos, tie, tmp_path):
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name], "a temporary file was left behind"
     torch.manual_seed(123)  # a fresh model would come out different: the weights must come from the file
     loaded, ckpt = checkpoint_io.load_checkpoint(path)
-    assert loaded.cfg == model.cfg and asdict(loaded.cfg) == ckpt["config"]
+    assert loaded.cfg == model.cfg and full_config(loaded.cfg) == ckpt["config"]
     assert ckpt["vocab"] == vocab and ckpt["step"] == 7 and ckpt["losses"] == {"val": [3.0, 2.5]}
     assert ckpt["extra"] == {"note": "x"}
     want, got = model.state_dict(), loaded.state_dict()
@@ -343,11 +344,11 @@ def test_other_schemes_have_no_length_limit(pos):
 
 def test_bad_config_errors():
     with pytest.raises(ValueError, match="even"):
-        TinyLM(GPTConfig(**{**SMALL, "n_embd": 30, "n_head": 2}, pos="rope"))  # head dim 15
+        lab_lm(lab_config(**{**SMALL, "n_embd": 30, "n_head": 2}, pos="rope"))  # head dim 15
     with pytest.raises(ValueError, match="unknown position scheme"):
-        GPTConfig(pos="relative")
+        lab_config(pos="relative")
     with pytest.raises(ValueError, match="divisible"):
-        GPTConfig(n_embd=30, n_head=4)
+        lab_config(n_embd=30, n_head=4)
 
 
 def test_tokenizer_round_trip_and_unknown_characters():

@@ -17,6 +17,8 @@ import tiny_lm
 from lab import checkpoint_io
 from attn_common import first_visible_key, llama4_attn_temperature
 from conftest import chunks_and_cache_agree
+from lab.options import LAB_DEFAULTS, LabAttention, layer_roles, make_config as lab_config, make_model as lab_lm, LabConfig, LabLM, option
+from schemes import Layer
 from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -39,7 +41,7 @@ def max_diff(a, b) -> float:
 def make_model(seed: int = 0, shake: float = 0.1, **kw) -> TinyLM:
     """A float64 TinyLM in eval mode; `shake` adds N(0, shake^2) to every weight so logits differ clearly."""
     torch.manual_seed(seed)
-    model = TinyLM(GPTConfig(**{**SMALL, **kw})).double()
+    model = lab_lm(lab_config(**{**SMALL, **kw})).double()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * shake)
@@ -58,7 +60,7 @@ def test_local_layer_is_blind_beyond_its_window(kind, pos):
     """One local layer, window 6, 20 tokens: changing a token the last query cannot see leaves the last
     logits unchanged; changing the earliest token it can see moves them."""
     model = make_model(pos=pos, n_layer=1, attn_window=6, window_kind=kind)
-    assert model.local_layers == (0,)
+    assert layer_roles(model.cfg)[1] == (0,)
     x, last = ids(2, 20, seed=1), 19
     first = first_visible_key(last, 6, kind)  # sliding: 14; chunked: 18 (chunk 18..23)
     assert first == (14 if kind == "sliding" else 18)
@@ -114,14 +116,14 @@ def test_causal_global_nope_layer_sees_its_past_as_a_set():
     0..t-1 leaves rows t.. unchanged, temperature tuning on (its factor depends on the query's own position
     only). irope's local RoPE layers see the order: the same reversal moves rows t.. of the chunk holding t."""
     model = make_model(**IROPE)
-    assert (model.nope_layers, model.local_layers) == ((3,), (0, 1, 2))
+    assert (layer_roles(model.cfg)[0], layer_roles(model.cfg)[1]) == ((3,), (0, 1, 2))
     calls = layer_calls(model, ids(2, 16, seed=3))
     t = 11  # chunk 10..14: rows 11.. of the local layers see inputs 10 (moved) and 11 on
     perm = torch.cat((torch.arange(t - 1, -1, -1), torch.arange(t, 16)))
     with torch.no_grad():
         for i, blk in enumerate(model.blocks):
             x, kw = calls[i]
-            assert (kw["layer"].rope is None, kw["q_scale"] is not None) == (i == 3, i == 3), f"layer {i}: {kw}"
+            assert (kw["layer"].rope is None, (blk.attn.temperature is not None and kw["layer"].nope)) == (i == 3, i == 3), f"layer {i}: {kw}"
             err = max_diff(blk.attn(x[:, perm], **kw)[0][:, t:], blk.attn(x, **kw)[0][:, t:])
             if i == 3:
                 assert err < TOL, f"global NoPE layer: reordering its past moved rows {t}.. by {err:.2e}"
@@ -132,13 +134,14 @@ def test_causal_global_nope_layer_sees_its_past_as_a_set():
 def test_bidirectional_nope_attention_is_permutation_equivariant_without_temperature():
     """Without a causal mask, a NoPE layer permutes with its input; Llama 4's temperature breaks that
     exactly: the factor stays with the position, not the token, so it is a (weak) position signal."""
-    attn_layer = Attention(GPTConfig(**{**SMALL, "causal": False})).double()
+    attn_layer = LabAttention(lab_config(**{**SMALL, "causal": False})).double()
     x, perm = torch.randn(2, 12, 32, dtype=torch.float64), torch.randperm(12)
-    temp = llama4_attn_temperature(torch.arange(12), 4, 0.1).double()  # 1, 1, 1, 1.07, ... 1.16
+    # Llama 4's factor at floor 4, slope 0.1: 1, 1, 1, 1.07, ... 1.16 (attn_common.llama4_attn_temperature)
     with torch.no_grad():
         err = max_diff(attn_layer(x[:, perm])[0], attn_layer(x)[0][:, perm])
         assert err < TOL, f"NoPE attention: out(x[perm]) vs out(x)[perm], max diff {err:.2e}"
-        err = max_diff(attn_layer(x[:, perm], q_scale=temp)[0], attn_layer(x, q_scale=temp)[0][:, perm])
+        attn_layer.temperature, nope = (4, 0.1), Layer(0, True, 0, None)  # as LabLM sets it on a NoPE layer
+        err = max_diff(attn_layer(x[:, perm], layer=nope)[0], attn_layer(x, layer=nope)[0][:, perm])
         assert err > 1e-6, f"with the temperature the layer still looks equivariant ({err:.2e})"
 
 
@@ -215,7 +218,7 @@ def test_temperature_is_switched_at_evaluation():
 ])
 def test_bad_layout_options_raise_one_line(kw, match):
     with pytest.raises(ValueError, match=match) as e:
-        GPTConfig(**{**SMALL, **kw})
+        lab_config(**{**SMALL, **kw})
     assert "\n" not in str(e.value)
 
 
@@ -228,13 +231,13 @@ def forward_before_windows(model: TinyLM, idx: torch.Tensor) -> torch.Tensor:
     x = model.tok_emb(idx)
     if getattr(model, "learned", None) is not None:
         x = x + model.learned(T, 0)
-    if cfg.emb_scale:
+    if option(cfg, "emb_scale"):
         x = x * math.sqrt(cfg.n_embd)
     if getattr(model, "sin", None) is not None:
         x = x + model.sin(T, 0).to(x.dtype)
     bias = None if getattr(model, "alibi", None) is None else model.alibi(T, T).to(x.dtype)
     for i, blk in enumerate(model.blocks):
-        nope = i in model.nope_layers
+        nope = i in layer_roles(model.cfg)[0]
         q, k, v = blk.attn.split_heads(blk.ln1(x))
         if model.rope is not None and not nope:
             q, k = model.rope(q, k, offset=0)
@@ -254,9 +257,10 @@ def test_default_models_are_bit_identical_to_before(kw):
     built = []
     for extra in ({}, spelled):
         torch.manual_seed(0)
-        built.append((TinyLM(GPTConfig(**{**SMALL, **kw, **extra})).eval(), torch.get_rng_state()))
+        make = (lambda c: LabLM(LabConfig(**c))) if extra else (lambda c: lab_lm(lab_config(**c)))
+        built.append((make({**SMALL, **kw, **extra}).eval(), torch.get_rng_state()))
     (model, rng), (other, rng2) = built
-    assert torch.equal(rng, rng2) and model.local_layers == () and model.global_rope is None
+    assert type(model) is (LabLM if kw.keys() & LAB_DEFAULTS.keys() else TinyLM) and torch.equal(rng, rng2) and type(other) is LabLM and other.local_layers == () and other.global_rope is None
     sd, sd2 = model.state_dict(), other.state_dict()
     assert sd.keys() == sd2.keys() and all(torch.equal(sd[k], sd2[k]) for k in sd)
     x = ids(2, 40, seed=7)
@@ -284,4 +288,4 @@ def test_checkpoint_keeps_the_layout_and_old_checkpoints_load(tmp_path):
         del old["config"][name]
     torch.save(old, tmp_path / "old.pt")
     loaded, ckpt = checkpoint_io.load_checkpoint(tmp_path / "old.pt")
-    assert loaded.local_layers == () and loaded.global_rope is None and ckpt["config"]["attn_window"] == 0
+    assert layer_roles(loaded.cfg)[1] == () and getattr(loaded, "global_rope", None) is None and ckpt["config"]["attn_window"] == 0

@@ -29,6 +29,7 @@ from lab import checkpoint_io
 import train_compare as tcmp
 from conftest import ENV, ROOT
 from eval_common import LOG_KEYS
+from lab.options import make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig
 
@@ -355,7 +356,7 @@ def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, 
     msg, results, err = prepared("--seed", "1")  # its curves would replace seed 0's, keyed by variant name
     assert (msg, results) == (None, out / "results") and "seed 1 (results/train_log.json" in err, (msg, results, err)
     # a finished checkpoint of other sizes in --out: its curve would go into the log
-    small = TinyLM(GPTConfig(vocab_size=65, n_layer=1, pos="alibi"))
+    small = make_model(make_config(vocab_size=65, n_layer=1, pos="alibi"))
     checkpoint_io.save_checkpoint(out / "alibi.pt", small, "a" * 65, 10, {k: [] for k in LOG_KEYS},
                             {"variant": "alibi", "train_config": asdict(TrainConfig())})
     msg, results, err = prepared("--variants", "rope")

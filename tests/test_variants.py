@@ -10,6 +10,7 @@ import tiny_lm
 from lab import checkpoint_io
 import variants
 from attn_common import llama4_attn_temperature
+from lab.options import full_config, LAB_DEFAULTS, layer_roles, make_config
 from tiny_lm import GPTConfig
 from variants import TrainConfig, real_run_mismatch
 
@@ -21,7 +22,7 @@ V = 20
 def hand_made(variant, config=None, train=None):
     """A checkpoint dict as train_compare.py saves one: the default model and recipe, with the
     fields given here written over them by hand (vocab_size 65, as for Shakespeare)."""
-    return {"config": {**asdict(GPTConfig(vocab_size=65)), **(config or {})},
+    return {"config": {**full_config(make_config(vocab_size=65)), **(config or {})},
             "extra": {"variant": variant, "train_config": {**asdict(TrainConfig()), **(train or {})}}}
 
 
@@ -57,7 +58,7 @@ def test_real_runs_are_recognised():
     for k in [*checkpoint_io.BEFORE_FIELD, *variants.TRAIN_BEFORE_FIELD]:
         (old["extra"]["train_config"] if k in variants.TRAIN_BEFORE_FIELD else old["config"]).pop(k)
     want = [k for k, v in {**checkpoint_io.BEFORE_FIELD, **variants.TRAIN_BEFORE_FIELD}.items()
-            if v != (getattr(variants.TrainConfig, k) if k in variants.TRAIN_BEFORE_FIELD else getattr(GPTConfig, k))]
+            if v != (getattr(variants.TrainConfig, k) if k in variants.TRAIN_BEFORE_FIELD else LAB_DEFAULTS[k])]
     got = [d.split("=")[0] for d in real_run_mismatch("rope", old)]
     assert got == want, f"a checkpoint from before the recipe fields: mismatches {got}, want {want}"
 
@@ -105,19 +106,19 @@ def test_hybrid_variants_have_the_documented_layout():
     sliding RoPE at base 10k, layer 4 global with p-RoPE (a quarter of the pairs turn) at base 1M."""
     model_kw = dict(vocab_size=V, n_layer=4, n_head=4, n_embd=128)
     irope, _, _ = variants.build_variant("irope", model_kw, variants.TrainConfig(), 0, None)
-    assert (irope.nope_layers, irope.local_layers) == ((3,), (0, 1, 2))
+    assert (layer_roles(irope.cfg)[0], layer_roles(irope.cfg)[1]) == ((3,), (0, 1, 2))
     assert [b.attn.window for b in irope.blocks] == [64, 64, 64, 0] and irope.cfg.window_kind == "chunked"
     assert [irope.rope_of(i) is irope.rope for i in range(3)] == [True] * 3 and irope.rope_of(3) is None
     gemma, _, _ = variants.build_variant("gemma_hybrid", model_kw, variants.TrainConfig(), 0, None)
-    assert (gemma.nope_layers, gemma.local_layers) == ((), (0, 1, 2))
+    assert (layer_roles(gemma.cfg)[0], layer_roles(gemma.cfg)[1]) == ((), (0, 1, 2))
     assert [b.attn.window for b in gemma.blocks] == [64, 64, 64, 0] and gemma.cfg.window_kind == "sliding"
     assert gemma.rope_of(0) is gemma.rope and gemma.rope.base == 1e4 and gemma.rope.rope_p == 1.0
     assert gemma.rope_of(3) is gemma.global_rope and gemma.global_rope.base == 1e6
     assert (gemma.global_rope.inv_freq > 0).sum().item() == 4, "head dim 32: 16 pairs, a quarter of them turn"
     old, _, _ = variants.build_variant("irope_global", model_kw, variants.TrainConfig(), 0, None)
-    assert (old.nope_layers, old.local_layers) == ((3,), ())
+    assert (layer_roles(old.cfg)[0], layer_roles(old.cfg)[1]) == ((3,), ())
     quick, _, _ = variants.build_variant("irope", {**model_kw, **variants.QUICK_MODEL}, variants.TrainConfig(), 0, None)
-    assert (quick.nope_layers, quick.local_layers) == ((1,), (0,)), "--quick (2 layers): the last layer global"
+    assert (layer_roles(quick.cfg)[0], layer_roles(quick.cfg)[1]) == ((1,), (0,)), "--quick (2 layers): the last layer global"
     for name in ("irope", "gemma_hybrid", "irope_global"):
         assert name in variants.FAMILIES["current"]
     assert variants.VARIANTS["irope_copy"] == variants.VARIANTS["irope"]
@@ -150,14 +151,14 @@ def test_drope_starts_from_the_parents_weights_without_positions(tmp_path):
     table is left behind."""
     for parent, pos in (("rope", "rope"), ("learned", "learned")):
         torch.manual_seed(0)
-        model = tiny_lm.TinyLM(GPTConfig(vocab_size=V, n_layer=2, n_head=2, n_embd=16, pos=pos, max_len=64))
+        model = tiny_lm.TinyLM(make_config(vocab_size=V, n_layer=2, n_head=2, n_embd=16, pos=pos, max_len=64))
         tc = TrainConfig(seq_len=32, batch_size=4, steps=20)
         checkpoint_io.save_checkpoint(tmp_path / f"{parent}.pt", model, "x" * V, 20, {}, {"variant": parent,
                                                                                    "train_config": asdict(tc)})
         variants.admit([f"{parent}_ft_drope"])
         dropped, tc_ft, step = variants.build_variant(f"{parent}_ft_drope", {}, tc, 0, tmp_path)
         assert dropped.cfg.pos == "none" and step == 20 and (tc_ft.seq_len, tc_ft.steps) == (32, 2), tc_ft
-        by_hand = tiny_lm.TinyLM(GPTConfig(**{**asdict(model.cfg), "pos": "none"}))
+        by_hand = tiny_lm.TinyLM(make_config(**{**asdict(model.cfg), "pos": "none"}))
         by_hand.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("learned.")})
         idx = torch.randint(0, V, (2, 40))
         with torch.no_grad():

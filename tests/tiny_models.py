@@ -1,6 +1,7 @@
 """What several test files build their small models and texts from: one vocabulary with every key
 character, a tiny TinyLM, and a per-position loss by one plain forward (the reference that the
 measures' batched scoring is checked against)."""
+from lab.options import make_config, make_model
 import torch
 import torch.nn.functional as F
 
@@ -11,7 +12,7 @@ TEXT = 35  # ids below this are neither digits nor uppercase: text made of them 
 
 
 def tiny(pos="rope", **kw):
-    return tiny_lm.TinyLM(tiny_lm.GPTConfig(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, pos=pos,
+    return make_model(make_config(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, pos=pos,
                                             max_len=512, **kw)).eval()
 
 

@@ -5,7 +5,7 @@ tests/test_scheme_file.py: a file that worked then must still run (schemes.regis
     extra_logits(m, q, layer) -> logits (B?, H, T, n) or None         (now the same arguments as score_bias)
 
 old_alibi is ALiBi's causal bias -m_h (i - j) with pos_alibi's slopes; old_sink is no position at all and one
-zero logit per head that joins every softmax, as GPTConfig(sinks=True) starts.
+zero logit per head that joins every softmax, as LabConfig(sinks=True) starts.
 """
 import torch
 import torch.nn as nn
