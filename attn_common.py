@@ -44,6 +44,47 @@ import torch
 import torch.nn.functional as F
 
 
+# ----------------------------------------------------------------------------- the tutorial's attn, written out
+
+# softmax(Q K^T / sqrt(d) + bias, masked) V; the masks it uses (the causal rule, windows) follow it, then the fused
+# form the model runs (attn_sdpa), held to it in tests/test_attn_common.py.
+def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False, window=0, window_kind="sliding",
+         extra_logits=None):
+    """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)].
+    window=w > 0 (needs causal=True): window_mask of that kind instead of the causal mask.
+    extra_logits, broadcastable to (B, H, Tq, n): n columns in the softmax, dropped after it."""
+    d = q.shape[-1]
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, H, Tq, D) @ (B, H, D, Tk) -> (B, H, Tq, Tk)
+    if score_bias is not None:
+        scores = scores + score_bias                   # ALiBi: + (H, Tq, Tk) or (B, H, Tq, Tk)
+    if window and not causal:
+        raise ValueError("a local window narrows the causal mask; it needs causal=True")
+    if causal:
+        keep = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if not window else \
+            window_mask(q.shape[-2], k.shape[-2], window, window_kind, device=q.device)
+        mask = keep if mask is None else (mask.bool() & keep)
+    if mask is not None:
+        scores = scores.masked_fill(~mask.bool(), float("-inf"))
+    if extra_logits is not None:  # [scores | E]: (B, H, Tq, Tk) beside (B, H, Tq, n) -> (B, H, Tq, Tk + n)
+        Tk = scores.shape[-1]
+        scores, extra = _beside(scores, extra_logits.to(scores.dtype))
+        weights = F.softmax(torch.cat((scores, extra), dim=-1), dim=-1)[..., :Tk]  # (B, H, Tq, Tk), rows sum < 1
+        out = weights @ v                              # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
+        return (out, weights) if return_weights else out
+    weights = F.softmax(scores, dim=-1)                # (B, H, Tq, Tk), rows sum to 1
+    out = weights @ v                                  # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
+    return (out, weights) if return_weights else out
+
+
+def _beside(scores, extra):
+    """scores (.., Tq, Tk) and extra logits broadcastable to (.., Tq, n), expanded to one leading shape."""
+    extra = extra[(None,) * (scores.dim() - extra.dim())]
+    lead = torch.broadcast_shapes(scores.shape[:-1], extra.shape[:-1])
+    return scores.expand(*lead, scores.shape[-1]), extra.expand(*lead, extra.shape[-1])
+
+
+# ----------------------------------------------------------------------------- masks: the causal rule, windows
+
 def visible_keys(i0: int, rows: int, j0: int, cols: int, device=None) -> torch.Tensor:
     """The causal rule, its one owner in the model's files: boolean (rows, cols), True where key j may be seen by
     query i, j <= i, for queries at positions i0 .. i0+rows-1 and keys at j0 .. j0+cols-1. Every mask below
@@ -90,41 +131,6 @@ def llama4_attn_temperature(positions: torch.Tensor, floor_scale: int, attn_scal
     """The factor on each query, float32, shape of positions (e.g. (T,) for positions offset .. offset+T-1)."""
     steps = torch.floor((positions.float() + 1.0) / floor_scale)  # (T,)
     return torch.log1p(steps) * attn_scale + 1.0                   # (T,)
-
-
-def attn(q, k, v, mask=None, score_bias=None, causal=False, return_weights=False, window=0, window_kind="sliding",
-         extra_logits=None):
-    """The explicit formula. q (B, H, Tq, D), k/v (B, H, Tk, D) -> (B, H, Tq, D) [, weights (B, H, Tq, Tk)].
-    window=w > 0 (needs causal=True): window_mask of that kind instead of the causal mask.
-    extra_logits, broadcastable to (B, H, Tq, n): n columns in the softmax, dropped after it."""
-    d = q.shape[-1]
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, H, Tq, D) @ (B, H, D, Tk) -> (B, H, Tq, Tk)
-    if score_bias is not None:
-        scores = scores + score_bias                   # ALiBi: + (H, Tq, Tk) or (B, H, Tq, Tk)
-    if window and not causal:
-        raise ValueError("a local window narrows the causal mask; it needs causal=True")
-    if causal:
-        keep = causal_mask(q.shape[-2], k.shape[-2], device=q.device) if not window else \
-            window_mask(q.shape[-2], k.shape[-2], window, window_kind, device=q.device)
-        mask = keep if mask is None else (mask.bool() & keep)
-    if mask is not None:
-        scores = scores.masked_fill(~mask.bool(), float("-inf"))
-    if extra_logits is not None:  # [scores | E]: (B, H, Tq, Tk) beside (B, H, Tq, n) -> (B, H, Tq, Tk + n)
-        Tk = scores.shape[-1]
-        scores, extra = _beside(scores, extra_logits.to(scores.dtype))
-        weights = F.softmax(torch.cat((scores, extra), dim=-1), dim=-1)[..., :Tk]  # (B, H, Tq, Tk), rows sum < 1
-        out = weights @ v                              # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
-        return (out, weights) if return_weights else out
-    weights = F.softmax(scores, dim=-1)                # (B, H, Tq, Tk), rows sum to 1
-    out = weights @ v                                  # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
-    return (out, weights) if return_weights else out
-
-
-def _beside(scores, extra):
-    """scores (.., Tq, Tk) and extra logits broadcastable to (.., Tq, n), expanded to one leading shape."""
-    extra = extra[(None,) * (scores.dim() - extra.dim())]
-    lead = torch.broadcast_shapes(scores.shape[:-1], extra.shape[:-1])
-    return scores.expand(*lead, scores.shape[-1]), extra.expand(*lead, extra.shape[-1])
 
 
 # The softmax weights of far keys under a decaying bias (ALiBi, KERPLE, FoX) fall below 1e-38, into subnormal floats,
