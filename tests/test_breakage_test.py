@@ -14,7 +14,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import breakage_test as bt  # noqa: E402
 import schemes  # noqa: E402
 from lab.options import make_config, make_model
-from tiny_lm import GPTConfig, TinyLM  # noqa: E402
 from lab import lm_eval
 
 

@@ -12,7 +12,6 @@ import tiny_lm
 from lab import corpora
 import variants
 from lab.options import full_config, make_config
-from tiny_lm import GPTConfig
 
 
 def test_merge_keeps_rows_not_rerun_and_replaces_the_rest():

@@ -13,7 +13,6 @@ from conftest import scheme_file_loaded
 from conftest import cached_logits
 from pos_rope import RotaryEmbedding, ScaledRotaryEmbedding
 from lab.options import make_config, make_model
-from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,7 +16,6 @@ import tiny_lm
 from lab import checkpoint_io
 from pos_rope import PAIRINGS, RotaryEmbedding, ScaledRotaryEmbedding
 from lab.options import LabAttention, layer_roles, make_config, make_model, option
-from tiny_lm import Attention, GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

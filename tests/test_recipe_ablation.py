@@ -13,7 +13,7 @@ import tiny_lm
 from lab import checkpoint_io
 from lab.checkpoint_io import BEFORE_FIELD
 from lab.options import full_config, make_config, make_model
-from tiny_lm import GPTConfig, TinyLM
+from tiny_lm import TinyLM
 from variants import TrainConfig, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent

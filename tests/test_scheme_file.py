@@ -27,7 +27,7 @@ import variants
 from conftest import chunks_and_cache_agree, cached_logits, repo_files, scheme_file_loaded
 from lab.checkpoint_io import CheckpointError
 from lab.options import make_config, make_model
-from tiny_lm import GPTConfig, TinyLM
+from tiny_lm import TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -30,7 +30,6 @@ import variants
 from conftest import cached_logits
 from schemes import Scheme
 from lab.options import layer_roles, make_config, make_model, option
-from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,8 +14,7 @@ import torch
 import streaming
 from pos_alibi import alibi_slopes
 from pos_rope import apply_rope, precompute_freqs
-from lab.options import LabConfig, LabLM, make_config, make_model
-from tiny_lm import GPTConfig, TinyLM
+from lab.options import LabConfig, LabLM
 
 
 

@@ -7,7 +7,6 @@ import math
 import os
 import re
 import stat
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from lab import lm_eval
 from lab.checkpoint_io import CheckpointError
 from lab.corpora import CharTokenizer, CorpusError
 from lab.options import full_config, make_config as lab_config, make_model as lab_lm
-from tiny_lm import GPTConfig, TinyLM
+from tiny_lm import TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -19,7 +19,7 @@ from attn_common import first_visible_key, llama4_attn_temperature
 from conftest import chunks_and_cache_agree
 from lab.options import LAB_DEFAULTS, LabAttention, layer_roles, make_config as lab_config, make_model as lab_lm, LabConfig, LabLM, option
 from schemes import Layer
-from tiny_lm import Attention, GPTConfig, TinyLM
+from tiny_lm import TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -30,7 +30,6 @@ import train_compare as tcmp
 from conftest import ENV, ROOT
 from eval_common import LOG_KEYS
 from lab.options import make_config, make_model
-from tiny_lm import GPTConfig, TinyLM
 from variants import TrainConfig
 
 STEPS = "40"

@@ -11,7 +11,6 @@ from lab import checkpoint_io
 import variants
 from attn_common import llama4_attn_temperature
 from lab.options import full_config, LAB_DEFAULTS, layer_roles, make_config
-from tiny_lm import GPTConfig
 from variants import TrainConfig, real_run_mismatch
 
 V = 20
