@@ -215,6 +215,25 @@ def mlp_pieces(fc: nn.Linear, proj: nn.Linear) -> tuple:
     return t, A, B
 
 
+# The piece of every pair is k = #{m : t_m < u}, torch.bucketize's answer. For a causal row that is a count along the
+# row: u falls as the key comes nearer the query (j up to i), so the keys with u > t_m are the columns before the
+# first one with u <= t_m, found by one binary search per row and switch point (searchsorted, R W of them), where
+# bucketize searches once per pair (R S). k is then W less the switch points whose first column is at or before j: a
+# histogram of those columns, summed along the row. The same comparisons, so the same k; a quarter of the time of
+# bucketize at 4096 keys (2 cores).
+def pieces_along_rows(u: torch.Tensor, t: torch.Tensor, i0: int, j0: int) -> torch.Tensor:
+    """u (R, S) of queries at positions i0.. on keys at j0.., falling along each row up to the query's own key; t (W,)
+    sorted -> bucketize(u, t) (R, S) at every key up to the query (later keys: some piece, as they will be hidden)."""
+    R, S = u.shape
+    rising = (-u).contiguous()                                  # (R, S), rising along each row up to its query
+    later = torch.arange(j0, j0 + S, device=u.device) > torch.arange(i0, i0 + R, device=u.device)[:, None]
+    rising.masked_fill_(later, math.inf)                        # (R, S), and after it: sorted rows
+    first = torch.searchsorted(rising, (-t).expand(R, -1).contiguous())  # (R, W): first column with u <= t_m
+    ones = torch.ones(first.shape, dtype=torch.int32, device=u.device)  # int32 pieces: index_select reads half the bytes
+    counts = torch.zeros(R, S + 1, dtype=torch.int32, device=u.device).scatter_add_(1, first, ones)
+    return t.shape[0] - counts.cumsum(-1, dtype=torch.int32)[:, :S]  # (R, S): #{m : first_m > j} = #{m : t_m < u}
+
+
 class FIRE(nn.Module):
     """One layer's FIRE: the MLP f, c and the threshold L = |L_scale * L0|."""
 
@@ -229,10 +248,11 @@ class FIRE(nn.Module):
     def L(self) -> torch.Tensor:
         return (self.L_scale * self.L0).abs()
 
-    def block(self, i0: int, i1: int, j0: int, j1: int, pieces: tuple = None) -> torch.Tensor:
+    def block(self, i0: int, i1: int, j0: int, j1: int, pieces: tuple = None, causal: bool = False) -> torch.Tensor:
         """The bias of queries i0..i1-1 on keys j0..j1-1, float32 (H, i1-i0, j1-j0), no mask: f at u, u from
         fire_distance, cheaper (mlp_pieces, toeplitz); the same numbers to float rounding. pieces: mlp_pieces of
-        this layer's MLP when the caller has them (once per layer, not per chunk)."""
+        this layer's MLP when the caller has them (once per layer, not per chunk). causal: the keys after a query
+        will be hidden, so their values are any finite numbers (the pieces are then found row by row)."""
         c, L = self.c.float(), self.L.float()
         i = torch.arange(i0, i1, device=self.c.device, dtype=torch.float32)[:, None]  # (R, 1)
         # the numerator psi(i - j) depends on i - j alone: R + S - 1 distances, cut into (R, S)
@@ -240,7 +260,8 @@ class FIRE(nn.Module):
         num = toeplitz(torch.log1p((c * d).abs())[None], j1 - 1 - i0, i0, i1, j0, j1)[0]  # (R, S)
         u = num / (torch.log1p((c * torch.maximum(i, L)).abs()) + FIRE_EPS)  # fire_distance's u, (R, S)
         t, A, B = pieces or mlp_pieces(self.fc, self.proj)  # breakpoints (W,), slopes and intercepts (H, W + 1)
-        k = torch.bucketize(u.to(t.dtype).contiguous(), t).view(-1)  # the piece of every u, (R * S,)
+        ut = u.to(t.dtype)
+        k = (pieces_along_rows(ut, t, i0, j0) if causal else torch.bucketize(ut.contiguous(), t, out_int32=True)).view(-1)  # (R * S,)
 
         def pick(table):  # (H, W+1) -> (H, R, S); index_select writes the rows in order (A[:, k] takes 3x as long)
             return table.index_select(1, k).view(-1, *u.shape)
@@ -265,7 +286,7 @@ class FireLayers(nn.Module):
         pieces = mlp_pieces(fire.fc, fire.proj)  # once per layer: 68 us, a tenth of RoPE's forward at 4096 per chunk
 
         def rows(a, b, s, e):
-            bias = fire.block(offset + a, offset + b, s, e, pieces)  # (H, b-a, e-s)
+            bias = fire.block(offset + a, offset + b, s, e, pieces, self.causal)  # (H, b-a, e-s)
             return (hide_later(bias, offset + a, s) if self.causal else bias).to(x.dtype)
         return rows, None
 

@@ -279,6 +279,41 @@ def test_subnormals_are_flushed_inside_the_fast_path_and_the_setting_comes_back(
         torch.set_flush_denormal(False)
 
 
+def team_flushes() -> list:
+    """flushes_denormals() in every thread of this thread's OpenMP team (torch's intra-op pool)."""
+    seen = []
+    body = attn_common._TEAM_BODY(lambda _: seen.append(attn_common.flushes_denormals()))
+    attn_common._gomp_parallel()(body, None, torch.get_num_threads(), 0)
+    return seen
+
+
+def test_subnormals_are_flushed_in_every_intra_op_thread(monkeypatch):
+    """torch.set_flush_denormal switches one thread, and a pool started before the first call keeps its own setting:
+    inside attn_sdpa every thread of the pool flushes, after it none does (the caller's setting: off)."""
+    if attn_common._gomp_parallel() is None or not torch.set_flush_denormal(False):
+        pytest.skip("no libgomp in this process, or a CPU that cannot flush subnormal floats")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.randn(600, 600) @ torch.randn(600, 600)  # the pool starts unflushed
+        assert team_flushes() == [False, False], f"before the call: {team_flushes()}"
+        seen, sdpa = [], F.scaled_dot_product_attention
+
+        def spy(q, *args, **kw):
+            seen.append(team_flushes())
+            return sdpa(q, *args, **kw)
+        q, k, v = (torch.randn(1, 2, 64, 8) for _ in range(3))
+        w = pos_alibi.alibi_slopes(2)[:, None, None] * torch.arange(64.0)  # (H, 1, Tk): m_h j
+        with monkeypatch.context() as mp:
+            mp.setattr(attn_common.F, "scaled_dot_product_attention", spy)
+            attn_sdpa(q, k, v, score_bias=w, causal=True)
+        assert seen == [[True, True]], f"flushing in each thread of the pool during the kernel call: {seen}"
+        assert team_flushes() == [False, False], f"after the call: {team_flushes()}, want the setting before it"
+    finally:
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(before)
+
+
 def test_hide_later_keys_matches_the_causal_mask():
     """hide_later_keys on any block equals that block of the causal mask applied to the whole bias."""
     bias = torch.randn(2, 12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(3))

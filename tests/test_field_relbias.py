@@ -291,26 +291,48 @@ def test_the_parameters_get_gradients(relbias, name):
         assert (g > 0).all(), f"{name}.{pname}: no gradient where one is due, |grad| {g.tolist()}"
 
 
-def test_fire_pieces_give_the_mlps_values_and_gradients(relbias):
+@pytest.mark.parametrize("causal", [False, True])
+def test_fire_pieces_give_the_mlps_values_and_gradients(relbias, causal):
     """FIRE.block evaluates f = proj(relu(fc(u))) as a piecewise-linear function (mlp_pieces): on a block inside
     and one past L its values and the gradients of c, L, fc and proj equal those of the MLP applied to every u
-    (fire_distance), with a unit that never switches (w1 = 0) among them."""
+    (fire_distance), with a unit that never switches (w1 = 0) among them. causal: the pieces found row by row
+    (pieces_along_rows), compared at every key up to its query."""
     import field_relbias as fr
     fire = model("fire").fire.layers[0]
     with torch.no_grad():
         fire.fc.weight[3] = 0.0  # a unit on (or off) for every u
         fire.fc.bias[3] = 0.4
     for i0, i1, j0, j1 in ((0, 20, 0, 20), (3000, 3010, 100, 3010)):
-        got = fire.block(i0, i1, j0, j1)
+        got = fire.block(i0, i1, j0, j1, causal=causal)
         i = torch.arange(i0, i1, dtype=torch.float32)[:, None]
         j = torch.arange(j0, j1, dtype=torch.float32)[None, :]
         u = fr.fire_distance(i, j, fire.c.float(), fire.L.float())
         want = fire.proj(torch.relu(fire.fc(u[..., None]))).permute(2, 0, 1)  # the MLP on every pair
-        err = (got - want).abs().max().item()
-        assert err < 1e-5, f"fire rows {i0}..{i1 - 1}: pieces vs the MLP, max diff {err:.2e}"
-        w = torch.randn_like(want)
+        seen = (j <= i) if causal else torch.ones_like(u, dtype=torch.bool)  # (R, S): the pairs that count
+        err = (got - want)[:, seen].abs().max().item()
+        assert err < 1e-5, f"fire rows {i0}..{i1 - 1} (causal {causal}): pieces vs the MLP, max diff {err:.2e}"
+        w = torch.randn_like(want) * seen
         g1 = torch.autograd.grad((got * w).sum(), list(fire.parameters()))
         g2 = torch.autograd.grad((want * w).sum(), list(fire.parameters()))
         for (pname, _), a, b in zip(fire.named_parameters(), g1, g2):
             err = (a - b).abs().max().item() / (1 + b.abs().max().item())
             assert err < 1e-4, f"fire rows {i0}..{i1 - 1}: {pname}'s gradient, pieces vs the MLP, max rel diff {err:.2e}"
+
+
+def test_fire_pieces_along_rows_are_bucketize_at_every_visible_key(relbias):
+    """pieces_along_rows (one search per row and switch point) gives torch.bucketize's piece at every key up to its
+    query, on random chunks before and past L, with switch points that never switch (inf) and repeated ones."""
+    import field_relbias as fr
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(100):
+        R, S = (int(torch.randint(1, n, (), generator=gen)) for n in (40, 200))
+        i0 = int(torch.randint(0, 600, (), generator=gen))
+        j0 = max(0, i0 + R - S - int(torch.randint(0, 4, (), generator=gen)))
+        t = torch.cat((torch.rand(6, generator=gen), torch.full((2,), 0.5), torch.full((2,), math.inf))).sort().values
+        i = torch.arange(i0, i0 + R, dtype=torch.float32)[:, None]
+        j = torch.arange(j0, j0 + S, dtype=torch.float32)[None, :]
+        u = fr.fire_distance(i, j, torch.rand((), generator=gen), torch.tensor(float(torch.randint(1, 300, (), generator=gen))))
+        got, want = fr.pieces_along_rows(u, t, i0, j0), torch.bucketize(u, t)
+        seen = j <= i
+        bad = (got != want)[seen].sum().item()
+        assert bad == 0, f"chunk {trial} (rows {i0}.., keys {j0}.., {R} x {S}): {bad} visible pairs in another piece"
