@@ -150,6 +150,9 @@ def flushes_denormals() -> bool:
 # forward, 1.1 with every thread flushing (2 cores, side by side). So the switch goes to each thread of the pool:
 # OpenMP's own entry point GOMP_parallel runs it once in every thread of the calling thread's team. Found in the
 # libgomp that torch loaded (Linux builds); elsewhere only the calling thread switches, as before.
+_TEAM_BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # what GOMP_parallel runs in each thread: fn(data)
+
+
 @functools.lru_cache(maxsize=None)
 def _gomp_parallel():
     """libgomp's GOMP_parallel(fn, data, num_threads, flags) from the copy this process loaded, or None."""
@@ -166,9 +169,6 @@ def _gomp_parallel():
         run.argtypes, run.restype = [_TEAM_BODY, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
         return run
     return None
-
-
-_TEAM_BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def set_flush_denormal_everywhere(on: bool) -> bool:
