@@ -52,24 +52,24 @@ from pathlib import Path
 
 import torch
 
-import cli
-import row_names
-import plots
+from lab import cli
+from lab import row_names
+from lab import plots
 import schemes
-import streaming
+from lab import streaming
 import tiny_lm
 from lab.options import as_lab
 from lab import atomic
 from lab import corpora
-from eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
+from lab.eval_common import (SCALINGS, add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings, check_writable,
                          checked_results, code_lines, own_definitions,
                          csv_text, eval_dirs, factor_label, fail, find_checkpoints, int_list, is_repo_results, json_to_redraw,
                          length_setter, load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib,
                          provenance_from, provenance_key, read_json, seed_folders,
                          split_scaling, spread_blocks, train_len_of)
-from perplexity import cached_vs_full, evaluate
-from tables import sync_glance, sync_settings, sync_table
-from variants import COPY_OF, FINETUNES, PRESETS, VARIANTS, scaled
+from lab.perplexity import cached_vs_full, evaluate
+from lab.docsync.tables import sync_glance, sync_settings, sync_table
+from lab.variants import COPY_OF, FINETUNES, PRESETS, VARIANTS, scaled
 
 HERE = Path(__file__).resolve().parent
 
@@ -146,7 +146,7 @@ def settings(args) -> dict:
             "decode_len": decode_len, "decode_windows": decode_windows}
 
 
-# StreamingLLM (streaming.py), training-free, on the models the paper streams (Llama's RoPE, MPT's ALiBi): the row
+# StreamingLLM (lab/streaming.py), training-free, on the models the paper streams (Llama's RoPE, MPT's ALiBi): the row
 # "<name> (streaming)" reads through a cache of 4 first tokens + the 252 latest, positions inside the cache; its
 # control "<name> (window)" through the 256 latest. A cache the size of the training length, at every length.
 STREAMED, STREAMING, WINDOW = ("rope", "alibi"), "streaming", "window"
@@ -334,7 +334,7 @@ def markdown_table(rows, meta) -> str:
         "of s in the row's name. rope+dynamic uses the fixed factor 1 (the length sets the base), so with "
         "each window scored whole it equals rope+ntk. rope_ft_*: scaling with the factor shown plus a "
         "fine-tune (its extra compute: docs/results.md).",
-        *([f"<name> (streaming): StreamingLLM (streaming.py), training-free: every layer reads through a cache "
+        *([f"<name> (streaming): StreamingLLM (lab/streaming.py), training-free: every layer reads through a cache "
            f"of {streaming.N_SINK} first tokens + the latest, positions counted inside the cache; <name> (window): "
            f"its control, the latest keys only; both a cache of the training length, so both equal the model's "
            f"own row up to it."] if any(row_names.parse(r["variant"]).switch == STREAMING for r in rows) else []),

@@ -1,6 +1,6 @@
 """Does a model USE the long context, or only survive it? Measures that perplexity of
 non-overlapping windows cannot give (extrapolation_test.py gives that one). The measures are
-long_context.py's; this script runs them on the checkpoints and writes the tables.
+lab/long_context.py's; this script runs them on the checkpoints and writes the tables.
 
 1. Context use (fixed targets). The same 256-character target spans, spread over the whole
    validation text, are scored again and again while only the visible context before them
@@ -60,21 +60,21 @@ from pathlib import Path
 
 import torch
 
-import cli
-import row_names
-import plots
+from lab import cli
+from lab import row_names
+from lab import plots
 import schemes
 import tiny_lm
 from lab import atomic
 from lab import corpora
-from copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
-from eval_common import (add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings,
+from lab.copy_mixture import COPY_RECIPE, FORMATS, KEY_ALPHABETS, KEY_AT, LONGEST_KEY, REPEAT_AT, key_ids_of
+from lab.eval_common import (add_common_flags, add_seed_dirs_flag, check_common, check_redraw, check_scalings,
                          check_writable, checked_results, csv_text, eval_dirs, fail, find_checkpoints, int_list, is_repo_results, length_setter,
                          load_checked, load_eval_data, merge_rows, merged_provenance, peak_rss_gib, provenance_key,
                          provenance_of, read_json, seed_folders, train_len_of)
-from long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
-from tables import sync_glance, sync_settings, sync_table
-from variants import FINETUNES, VARIANTS, is_copy, names_of, order_of, scaled
+from lab.long_context import context_use, format_retrieval, retrieval, share_ci, summarize_context
+from lab.docsync.tables import sync_glance, sync_settings, sync_table
+from lab.variants import FINETUNES, VARIANTS, is_copy, names_of, order_of, scaled
 
 # --copy-trials windows (default 128) wherever a claim rests on a cell: every distance of the copy family, and
 # every distance from FAR_FROM on for every model; text models get --trials (32) below it, where none copies.
@@ -181,7 +181,7 @@ def settings(args) -> dict:
     return s
 
 
-# Evaluation-time switches of Llama 4's attention-temperature tuning (variants.py, irope): the row
+# Evaluation-time switches of Llama 4's attention-temperature tuning (lab/variants.py, irope): the row
 # "<checkpoint> (no temp)" is a checkpoint trained with it, evaluated without; "<checkpoint> (temp on)"
 # one trained without it (a variant with a temperature_floor but the tuning off), evaluated with it.
 NO_TEMP, TEMP_ON = "no temp", "temp on"

@@ -56,13 +56,13 @@ The rest of the contract (Scheme's fields):
     The module's parameters keep the init it gives them: TinyLM's init redraws only its own Linears.
   * decay: the names of the module's parameters that get weight decay (default none).
   * causal_only: it has no bidirectional form (FoX's cumulative gate); GPTConfig(causal=False)
-    refuses it and breakage_test.py leaves it out of the bidirectional cells, saying so.
+    refuses it and experiments/breakage_test.py leaves it out of the bidirectional cells, saying so.
   * options: {name: default}; a variant sets them in GPTConfig.pos_options, checked against the
     defaults' types, and row_names writes them into the row name (kerple{p=2}).
   * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
   * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS. One that
-    plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
+    lab/plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
   * Every model takes attention sinks (LabConfig.sinks, lab/options.py: one learned logit per head and layer, through
     the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
 
@@ -79,7 +79,7 @@ default registry from above (they import this module to register). examples/kerp
 it is a fine-tune to none of a rope checkpoint, whose RoPE has no weights.
 
 Importing a module that calls register() adds its scheme everywhere: GPTConfig, variants.VARIANTS
-(base and copy variant of the same name), the figures, the tables, breakage_test.py and benchmark.py.
+(base and copy variant of the same name), the figures, the tables, experiments/breakage_test.py and experiments/benchmark.py.
 """
 import functools
 import hashlib
@@ -143,7 +143,7 @@ _LISTENERS = []
 
 
 # A scheme registered without a colour takes the first of these that no registered scheme has (none of
-# them is a colour plots.py gives another line); more schemes than spares must name their own.
+# them is a colour lab/plots.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
 FIELD_DIR = Path(__file__).resolve().parent / "field"

@@ -1,15 +1,15 @@
 """Train the same tiny LM once per position scheme, on the same batches (tutorial: 观察指标, 交付物).
 
 Every variant sees the identical sequence of training windows (one seeded generator per
-variant, same seed) and starts from the same seed; only its GPTConfig change (variants.py)
+variant, same seed) and starts from the same seed; only its GPTConfig change (lab/variants.py)
 differs. Each finished variant is saved as <out>/<variant>.pt and skipped next time unless
 --force; a stopped one (Ctrl-C, SIGTERM) continues from <out>/<variant>.state.pt when the
-same command runs again (train_state.py). The loss curves go to <results>/train_log.json,
+same command runs again (lab/train_state.py). The loss curves go to <results>/train_log.json,
 merged with the curves already there, and train_log.csv and train_curves.png are drawn from it;
 results/ only if every checkpoint in --out is a real run (see --results), checked before training.
 Fine-tunes (*_ft_*) continue a checkpoint at 4x its length for 10% of its steps, with a RoPE
 scaling (as the PI and YaRN papers extend real models) or without (the compute-matched controls).
-The loop itself is training.train (training.py), which the other scripts that train share.
+The loop itself is training.train (lab/training.py), which the other scripts that train share.
 
     python train_compare.py                      # the main comparison (README)
     python train_compare.py --preset preview     # five schemes, small and short: a few minutes
@@ -32,25 +32,25 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-import cli
-import copy_mixture
-import long_context
-import plots
+from lab import cli
+from lab import copy_mixture
+from lab import long_context
+from lab import plots
 import schemes
 import tiny_lm
 from lab import atomic
 from lab import checkpoint_io
 from lab import corpora
 from lab import devices
-from eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
+from lab.eval_common import (LOG_KEYS, check_redraw, check_writable, corpus_mismatch, csv_text, git_commit, provenance_of,
                          read_json, read_logs, results_for_checkpoints, training_provenance)
 from lab.checkpoint_io import CheckpointError
 from lab.options import full_config
 from tiny_lm import GPTConfig
-from train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
+from lab.train_state import (Interrupted, RunConfig, StateError, continue_command, distributed_env, load_state,
                          state_identity)
-from training import copy_batches, train
-from variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
+from lab.training import copy_batches, train
+from lab.variants import (ALL_NAMES, COPY_OF, COPY_STEPS, DEFAULT_VARIANTS, FAMILIES, FINETUNES, PRESETS, QUICK_MODEL,
                       QUICK_TRAIN, VARIANTS, TrainConfig, admit, build_variant, finetune_setup, from_files,
                       is_copy, names_of, recipe_changes, run_dirs, scheme_file_of, variant_config)
 

@@ -31,7 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-import cli  # noqa: E402
+from lab import cli  # noqa: E402
 import pos_rope  # noqa: E402
 import schemes  # noqa: E402
 import tiny_lm  # noqa: E402
@@ -39,17 +39,17 @@ from lab import atomic
 from lab import checkpoint_io
 from lab import corpora
 from attn_common import attn  # noqa: E402
-from eval_common import (check_redraw, check_writable, fail, is_repo_results, provenance_of,  # noqa: E402
+from lab.eval_common import (check_redraw, check_writable, fail, is_repo_results, provenance_of,  # noqa: E402
                          results_for_checkpoints)
 from tiny_lm import GPTConfig  # noqa: E402
-from variants import TrainConfig, run_dirs  # noqa: E402
+from lab.variants import TrainConfig, run_dirs  # noqa: E402
 
 THETA_VARIANTS = ("rope_theta10", "rope", "rope_theta1e6")  # checkpoint names from train_compare.py
 
 
 def save(fig, out: Path, name: str, tight: bool = True) -> None:
     """Write the PNG through plots.save: no two lines of one axes alike, no text outside the figure or on another's."""
-    import plots
+    from lab import plots
     out.mkdir(parents=True, exist_ok=True)
     if tight:  # figures with a colorbar spanning several axes set their layout themselves
         fig.tight_layout()
@@ -91,7 +91,7 @@ def fig_rotation(out, d, theta, n_pos):
 
 def fig_relative(out, d, theta, radius, query_positions=(0, 1000), seed=0):
     """q_m . k_n against m - n for fixed q, k: the curve is the same wherever the query sits."""
-    import plots
+    from lab import plots
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(1, 1, 1, d, generator=g).double(), torch.randn(1, 1, 1, d, generator=g).double()
     delta = torch.arange(-radius, radius + 1)
@@ -158,7 +158,7 @@ def fig_decay(out, dims, theta, max_dist=100_000, seed=0):
 
 def fig_wavelengths(out, d, theta, train_len, factor):
     """Wavelength 2π/θ_i per pair, against the training length, and what YaRN does to each pair."""
-    import plots
+    from lab import plots
     inv = pos_rope.rope_inv_freq(d, theta)
     yarn = {"rope_type": "yarn", "factor": float(factor), "original_max_len": train_len}
     inv_y, _ = pos_rope.scaled_inv_freq(d, theta, yarn)
@@ -211,7 +211,7 @@ def classify_pairs(ratio, factor):
 
 def fig_pairs(out, scales, factor):
     """θ'_i / θ_i per pair for linear, NTK, YaRN and Llama 3 at each scale: a PNG and a markdown table."""
-    import plots
+    from lab import plots
     s = float(factor)
     fig, axes = plt.subplots(1, len(scales), figsize=(6.5 * len(scales), 4.8), squeeze=False)
     lines = [f"Which RoPE pairs each scaling keeps, blends or interpolates at factor s = {s:g}, per pair i the ratio "
@@ -345,7 +345,7 @@ def theta_ablation(out, ckpt_dir, n_windows, length=None, make="python train_com
 
 def draw_theta(out, data):
     """Figure 6 and its table from the data theta_ablation stores (rope_theta_attention.json)."""
-    import plots
+    from lab import plots
     rows, T, n_windows = data["rows"], data["length"], data["windows"]
     n_layer, n_head = len(rows[0]["distance"]), len(rows[0]["distance"][0])
     labels = [f"L{l}H{h}" for l in range(n_layer) for h in range(n_head)]

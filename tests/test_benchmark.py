@@ -1,4 +1,4 @@
-"""benchmark.py: --quick writes its report under runs/quick/benchmark/ (never results/; the run is
+"""experiments/benchmark.py: --quick writes its report under runs/quick/benchmark/ (never results/; the run is
 conftest.quick_repo's), and every flag given wins over the --quick preset. That the fast ALiBi path
 it times keeps ALiBi's numbers: test_pos_alibi.py. No timing is asserted anywhere (timings are the
 benchmark's job).
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import benchmark
+from experiments import benchmark
 import tiny_lm
 from lab import devices
 from conftest import tree_hashes
@@ -21,8 +21,8 @@ def test_benchmark_quick_writes_report(quick_repo):
     """--quick, run in a copy of the checkout (conftest.INDEPENDENT), goes end to end into
     runs/quick/benchmark/ (never results/), honours --lengths and --repeats, measures memory in a
     subprocess per scheme, and the report carries the two ratio lines and a row per scheme."""
-    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("benchmark.py")]
-    assert run.cmd == "benchmark.py --quick --lengths 16,40 --repeats 1" and run.code == "0", run.err[-800:]
+    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("experiments/benchmark.py")]
+    assert run.cmd == "experiments/benchmark.py --quick --lengths 16,40 --repeats 1" and run.code == "0", run.err[-800:]
     out = quick_repo.repo / "runs" / "quick" / "benchmark"
     md, png = out / "benchmark.md", out / "benchmark.png"
     assert md.is_file() and png.is_file(), sorted(p.name for p in out.parent.rglob("*"))
@@ -99,7 +99,7 @@ def test_the_full_run_on_a_gpu_goes_to_results_gpu(monkeypatch):
         with pytest.raises(Checked) as e:
             benchmark.main(argv)
         got = e.value.args[0]
-        assert got.resolve() == (benchmark.Path(benchmark.__file__).parent / want).resolve(), (kind, argv, got)
+        assert got.resolve() == (benchmark.Path(benchmark.__file__).parents[1] / want).resolve(), (kind, argv, got)
 
 
 def test_options_set_are_measured_tabulated_and_drawn(tmp_path):

@@ -1,4 +1,4 @@
-"""breakage_test.py: the word-order task, the permutation argument behind it, training it with
+"""experiments/breakage_test.py: the word-order task, the permutation argument behind it, training it with
 training.train(), and a --quick run."""
 import json
 import sys
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import breakage_test as bt  # noqa: E402
+from experiments import breakage_test as bt  # noqa: E402
 import schemes  # noqa: E402
 from lab.options import make_config, make_model
 from lab import lm_eval
@@ -186,7 +186,7 @@ def test_quick_writes_under_runs_quick_by_default():
 def test_quick_run_writes_its_files(quick_repo):
     """The --quick run of conftest.INDEPENDENT (fewer steps: the blind cells are blind by symmetry), into
     runs/quick/breakage/ of the copy of the checkout."""
-    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("breakage_test.py")]
+    (run,) = [r for r in quick_repo.ran["independent"] if r.cmd.startswith("experiments/breakage_test.py")]
     assert run.code == "0", run.err[-800:]
     out = quick_repo.repo / bt.parse_args(["--quick"]).out
     for name in ("breakage.md", "breakage.json", "breakage.png"):

@@ -1,4 +1,4 @@
-"""copy_calibration.py: the probe windows and the own-copy gain against a direct computation, the
+"""experiments/copy_calibration.py: the probe windows and the own-copy gain against a direct computation, the
 alphabets, every mixture fits the training window, a --quick run's outputs, reuse and merge, and its
 answers to bad input; only real runs write results/. (The planting itself: test_copy_mixture.py.)"""
 import json
@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import copy_calibration as CC
-import copy_mixture as CM
+from experiments import copy_calibration as CC
+from lab import copy_mixture as CM
 from lab.options import make_config, make_model
 import tiny_lm
-import variants
+from lab import variants
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parent.parent

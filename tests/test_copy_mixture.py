@@ -1,4 +1,4 @@
-"""copy_mixture.py, the copy data of train_compare.py's copy family and of the passkey formats, each
+"""lab/copy_mixture.py, the copy data of train_compare.py's copy family and of the passkey formats, each
 against its definition: planted keys really repeat where reported and nowhere else, the text windows
 are kept, the curriculum's phases, and each format's control differs from its planted window exactly
 at the first copy."""
@@ -7,13 +7,13 @@ import re
 import pytest
 import torch
 
-import copy_mixture as CM
+from lab import copy_mixture as CM
 import long_context_test as LC
-import training
+from lab import training
 import tiny_lm
 from lab import corpora
-from copy_mixture import FORMATS, REPEAT_AT, copy_windows, key_ids_of, plant_format, verse_starts
-from training import random_windows
+from lab.copy_mixture import FORMATS, REPEAT_AT, copy_windows, key_ids_of, plant_format, verse_starts
+from lab.training import random_windows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -62,7 +62,7 @@ def test_key_ids_need_every_letter():
 def test_curriculum_windows_phases():
     """Warm-up: a text prefix, then one segment of distinct letters over and over to the end;
     later: text with 2-3 copies of distinct-letter keys at gaps up to max_gap. Same step, same keys."""
-    from copy_mixture import CopyRecipe, curriculum_windows
+    from lab.copy_mixture import CopyRecipe, curriculum_windows
     ids = torch.randint(0, TEXT, (6000,))
     key_ids, T, B = key_ids_of(VOCAB, "upper"), 256, 16
     recipe = CopyRecipe()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import corpus_sympy as CS
-import eval_common as EC
+from lab import corpus_sympy as CS
+from lab import eval_common as EC
 import tiny_lm
 from lab import corpora
-import variants
+from lab import variants
 from lab.corpora import CorpusError
 
 

@@ -7,10 +7,10 @@ from dataclasses import asdict
 import pytest
 import torch
 
-import eval_common as EC
+from lab import eval_common as EC
 import tiny_lm
 from lab import corpora
-import variants
+from lab import variants
 from lab.options import full_config, make_config
 
 
@@ -115,7 +115,7 @@ def test_provenance_of_a_checkpoint_and_of_an_older_one():
 
 def test_scalings_rows_factors():
     """Training-free rows: factor k * L / L_train (at least 1); rope+dynamic keeps factor 1."""
-    from eval_common import scaling_at
+    from lab.eval_common import scaling_at
     assert scaling_at("ntk", 1024, 256)["factor"] == 4.0
     assert scaling_at("ntk(4s)", 1024, 256)["factor"] == 16.0
     assert scaling_at("ntk(16s)", 256, 256)["factor"] == 16.0
@@ -128,7 +128,7 @@ def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_b
     """rope+longrope: at L <= L_train the factor is 1 and the tables are plain RoPE's; at 16 x L_train
     pair i is divided by 1 + 15 r_i (YaRN's ramp r_i) and cos/sin carry sqrt(1 + ln 16 / ln 256)."""
     import pos_rope
-    from eval_common import scaling_at
+    from lab.eval_common import scaling_at
     plain = pos_rope.RotaryEmbedding(32)
     near = pos_rope.ScaledRotaryEmbedding(32, scaling=scaling_at("longrope", 256, 256, 32, 10000.0))
     for a, b in zip(plain.cos_sin(256), near.cos_sin(256)):
@@ -146,7 +146,7 @@ def test_longrope_row_is_plain_rope_within_the_training_length_and_yarn_ramped_b
 
 
 def test_fixed_factor_scaling():
-    from eval_common import factor_label, scaling_at
+    from lab.eval_common import factor_label, scaling_at
     assert scaling_at("yarn@16", 300, 256)["factor"] == scaling_at("yarn@16", 4096, 256)["factor"] == 16.0
     assert scaling_at("yarn", 4096, 256)["factor"] == 16.0 and scaling_at("yarn", 512, 256)["factor"] == 2.0
     assert factor_label("yarn@16") == "16" and factor_label("ntk(4s)") == "4s"

@@ -76,7 +76,7 @@ def test_extrapolation_outputs_parse(quick_ck, quick_repo):
     # within the shortest length a long window and a short one see the same context: no difference
     assert max(abs(v) for v in curve["minus_short"][:lengths[0]]) < 1e-4, "positions < shortest length differ"
     assert "Julius Caesar" in (res / "extrapolation.md").read_text(), "the caption must name the scored plays"
-    # StreamingLLM and its window (streaming.py) on rope and alibi: a cache of the training length, so the model's
+    # StreamingLLM and its window (lab/streaming.py) on rope and alibi: a cache of the training length, so the model's
     # own numbers up to it, other ones past it; DroPE's recalibration has no positions, its control keeps RoPE
     L_train = by_name["rope"]["train_len"]
     for base in ("rope", "alibi"):

@@ -12,7 +12,7 @@ import schemes
 import tiny_lm  # noqa: F401  (puts field/ on the path)
 import field_fox
 from conftest import scheme_file_loaded
-import variants
+from lab import variants
 from conftest import cached_logits, chunk_error
 from tiny_lm import GPTConfig, TinyLM
 

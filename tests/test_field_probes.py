@@ -1,4 +1,4 @@
-"""field_probes.py: the weight on the first keys equals the explicit softmax weights summed over those keys
+"""experiments/field_probes.py: the weight on the first keys equals the explicit softmax weights summed over those keys
 (RoPE, and ALiBi with a sink logit); KERPLE's stuck flag and FIRE's L are read from the stored values; the FoX
 gate probe returns -log sigmoid(b) for a gate that ignores its input."""
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import field_probes
+from experiments import field_probes
 from attn_common import attn
 from tiny_models import VOCAB, tiny
 

@@ -1,11 +1,11 @@
-"""findings.py's rules on rows made here (each verdict, and the boundary of each threshold), and the
+"""lab/docsync/findings.py's rules on rows made here (each verdict, and the boundary of each threshold), and the
 pages that show them: docs/settings.md's table and the README's lines are what results/ gives."""
 import json
 from pathlib import Path
 
 import pytest
 
-import findings
+from lab.docsync import findings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,7 +82,7 @@ def _block(page: Path, name: str) -> str:
 
 
 def test_the_pages_show_what_results_give():
-    """docs/settings.md's table and the README's where-lines equal what findings.py computes now."""
+    """docs/settings.md's table and the README's where-lines equal what lab/docsync/findings.py computes now."""
     got = findings.verdicts()  # read once: results/' JSON files are large
     assert _block(ROOT / "docs" / "settings.md", "settings") == findings.settings_table(got=got).strip(), \
         "docs/settings.md's table is stale: python extrapolation_test.py --redraw"

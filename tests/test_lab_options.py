@@ -3,7 +3,7 @@ number, and the main job's variants are tiny_lm.TinyLM itself."""
 import pytest
 import torch
 
-import variants
+from lab import variants
 from lab.options import LAB_DEFAULTS, LabConfig, LabLM, as_lab, make_config, make_model
 from tiny_lm import GPTConfig, TinyLM
 

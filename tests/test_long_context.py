@@ -1,4 +1,4 @@
-"""long_context.py, the long-context measures, each against an independent computation on tiny random
+"""lab/long_context.py, the long-context measures, each against an independent computation on tiny random
 models or hand-built copiers: context use (the same targets with more context), the passkey trials
 and their controls, retrieval numbers, the passkey formats' scores, the effective context, and the
 exact-match intervals (Clopper-Pearson against known values and its definition)."""
@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-import long_context
+from lab import long_context
 import long_context_test as LC
 import tiny_lm
-from copy_mixture import FORMATS, REPEAT_AT, key_ids_of, plant_format
-from long_context import clopper_pearson, format_retrieval, share_ci
+from lab.copy_mixture import FORMATS, REPEAT_AT, key_ids_of, plant_format
+from lab.long_context import clopper_pearson, format_retrieval, share_ci
 from tiny_models import TEXT, VOCAB, direct_loss, tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,8 +12,8 @@ import long_context_test as LC
 import tiny_lm
 from lab import checkpoint_io
 from lab import corpora
-from copy_mixture import FORMATS
-from long_context import clopper_pearson
+from lab.copy_mixture import FORMATS
+from lab.long_context import clopper_pearson
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB = "\n !',.:;?" + "abcdefghijklmnopqrstuvwxyz" + "0123456789" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -71,7 +71,7 @@ def test_tables_take_exact_match_intervals_from_the_count():
 
 def test_irope_copy_notemp_differs_only_in_the_temperature():
     import dataclasses
-    import variants as V
+    from lab import variants as V
     kw = dict(vocab_size=len(VOCAB), n_layer=4, n_head=2, n_embd=16, max_len=512)
     a, b = (V.build_variant(n, kw, V.TrainConfig(), 0, None)[0] for n in ("irope_copy", "irope_copy_notemp"))
     ca, cb = dataclasses.asdict(a.cfg), dataclasses.asdict(b.cfg)
@@ -88,7 +88,7 @@ def test_temp_on_row_switches_the_factor_on():
     """The "(temp on)" row's model equals the plain one below the floor (factor exactly 1 before
     position floor - 1) and differs beyond it; "(no temp)" switches it back off."""
     import copy as copy_module
-    import variants as V
+    from lab import variants as V
     kw = dict(vocab_size=len(VOCAB), n_layer=2, n_head=2, n_embd=16, max_len=512)
     plain = V.build_variant("irope_copy_notemp", kw, V.TrainConfig(), 0, None)[0].eval()
     on = copy_module.deepcopy(plain)
@@ -111,7 +111,7 @@ def quick_ckpts(tmp_path_factory, val_text):
     """Random --quick-sized rope_copy and alibi_copy checkpoints on the default corpus: what
     long_context_test.main loads (no training: the files, merges and tables are under test)."""
     from dataclasses import asdict
-    import variants as V
+    from lab import variants as V
     _, vocab = val_text
     train, val, _ = corpora.load_corpus(None)
     d = tmp_path_factory.mktemp("formats_ck")

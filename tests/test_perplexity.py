@@ -1,10 +1,10 @@
-"""perplexity.py: evaluate scores the same characters at every length (against direct forwards), and
+"""lab/perplexity.py: evaluate scores the same characters at every length (against direct forwards), and
 cached_vs_full: one token at a time through the KV cache equals one forward."""
 import pytest
 import torch
 
 import extrapolation_test as ET
-import perplexity
+from lab import perplexity
 import tiny_lm
 from tiny_models import VOCAB, direct_loss, tiny  # noqa: E402
 

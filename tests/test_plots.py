@@ -1,4 +1,4 @@
-"""plots.py draws every figure from the committed results/*.json, and no figure has two data lines
+"""lab/plots.py draws every figure from the committed results/*.json, and no figure has two data lines
 that look alike (plots.check_distinct) or a text outside the figure or on another's (plots.check_text);
 the headlines keep to 8 lines with plain tick labels. The figures of breakage_test, benchmark and
 visualize_rope follow the same rules."""
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import plots
-import row_names
+from lab import plots
+from lab import row_names
 import tiny_lm  # noqa: F401  (registers the field's schemes, whose colours the tests read alone too)
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -32,7 +32,7 @@ def _logs():
 
 
 def _draw(name, path):
-    """Draw figure `name` of plots.py from the committed results into path."""
+    """Draw figure `name` of lab/plots.py from the committed results into path."""
     ex = _json("extrapolation.json")
     rows, lengths = ex["rows"], ex["meta"]["lengths"]
     if name == "ppl_vs_length":
@@ -281,8 +281,8 @@ def test_the_rule():
 def test_other_scripts_follow_the_rule(tmp_path, checked):
     """breakage_test.make_plot on results/breakage.json, benchmark.plot on a small made-up
     measurement (its timings are not stored in results/), visualize_rope figures 1-4, small."""
-    import benchmark
-    import breakage_test
+    from experiments import benchmark
+    from experiments import breakage_test
     import visualize_rope
     breakage_test.make_plot(_json("breakage.json"), tmp_path / "breakage.png")
     cfg = benchmark.BenchConfig(lengths=(64, 128), schemes=("none", "learned", "sin", "rope", "alibi"))
@@ -328,7 +328,7 @@ def test_a_scheme_with_options_is_drawn_as_its_scheme_darker_and_dashed():
 def test_benchmark_figure_keeps_every_scheme_and_at_most_8_lines_a_panel(tmp_path, checked):
     """benchmark.plot with every registered scheme: each is drawn in both columns, and no panel holds more
     than MAX_LINES lines (the tutorial's five in one row, the rest beside RoPE and ALiBi in the next)."""
-    import benchmark
+    from experiments import benchmark
     import schemes
     cfg = benchmark.BenchConfig(lengths=(64, 128), schemes=tuple(schemes.names()))
     times = {(s, T): 1e-3 * T * (i + 1) for i, s in enumerate(cfg.schemes) for T in cfg.lengths}
@@ -351,7 +351,7 @@ def _sharing_a_slot(scheme: str, option: str, k: int) -> list:
 
 
 def _draw_every_figure(names, tmp_path) -> None:
-    """Every figure function of plots.py that draws the rows it is given, on made-up numbers for names (text
+    """Every figure function of lab/plots.py that draws the rows it is given, on made-up numbers for names (text
     rows) and their copy twins (copy_curves, retrieval): each one's check_distinct must pass."""
     lengths, cs, ds = [64, 128, 256], [0, 16, 64], [32, 64]
     rows = [{"variant": n, "train_len": 64, **{f"ppl_{L}": 2 + i + L / 1e3 for L in lengths}} for i, n in enumerate(names)]

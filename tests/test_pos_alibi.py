@@ -6,7 +6,7 @@ The fast path's references are built here from the definition, independently of 
 slope m_h = 2^(-8 h / n) for h = 1..n heads (n a power of two), bias -m_h (i - j) with query
 i at absolute position Tk - Tq + i (or -m_h |i - j| for the symmetric option), fed to the
 explicit attn() with its causal mask. Float32, the dtype the model runs in; no timing is
-asserted anywhere (timings are benchmark.py's job).
+asserted anywhere (timings are experiments/benchmark.py's job).
 """
 import functools
 

@@ -1,7 +1,7 @@
 """prose_numbers: every number the README and docs state inside a sentence is results/' number, printed
 at the page's rounding; sync() writes them, and a fragment whose words changed is named."""
-import prose_numbers as P
-from eval_common import HERE
+from lab.docsync import prose_numbers as P
+from lab.eval_common import HERE
 
 RESULTS = HERE / "results"
 

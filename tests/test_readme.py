@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import tables
+from lab.docsync import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
@@ -27,7 +27,7 @@ def block(name: str):
                                          ("context_use", "long_context_test.py"),
                                          ("retrieval", "long_context_test.py"),
                                          ("retrieval_formats", "long_context_test.py"),
-                                         ("copy_calibration", "copy_calibration.py")])
+                                         ("copy_calibration", "experiments/copy_calibration.py")])
 def test_tables_are_the_results_tables(name, script):
     page, text = block(name)
     results = (ROOT / "results" / f"{name}.md").read_text(encoding="utf-8").strip()

@@ -1,4 +1,4 @@
-"""The recipe knobs of recipe_ablation.py do what their names say, and nothing else."""
+"""The recipe knobs of experiments/recipe_ablation.py do what their names say, and nothing else."""
 import json
 import math
 from dataclasses import asdict
@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import recipe_ablation
-import tables
+from experiments import recipe_ablation
+from lab.docsync import tables
 import tiny_lm
 from lab import checkpoint_io
 from lab.checkpoint_io import BEFORE_FIELD
 from lab.options import full_config, make_config, make_model
 from tiny_lm import TinyLM
-from variants import TrainConfig, make_optimizer
+from lab.variants import TrainConfig, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 C, L = 64, 3
@@ -153,7 +153,7 @@ def test_unknown_knob_is_one_line_error(refused):
 
 
 def test_only_the_real_ablation_writes_results(tmp_path, capsys):
-    """Other lengths or scored tokens than `python recipe_ablation.py`'s: <out>/results with a note,
+    """Other lengths or scored tokens than `python experiments/recipe_ablation.py`'s: <out>/results with a note,
     or refused in one line when --results results is given; checked before anything is trained."""
     repo, out = ROOT / "results", tmp_path / "out"
     with pytest.raises(SystemExit) as e:
@@ -205,7 +205,7 @@ def test_recipe_table_is_computed_from_the_json(tmp_path):
     assert lines[2] == "| baseline | 5.00 | 10.00 | 5.25 | 10.50 | 1.050 |", lines[2]
     assert lines[3] == f"| old | 5.20 (+4.0%) | 10.40 (+4.0%) | 5.50 (+{100 * (5.5 / 5.25 - 1):.1f}%) | 11.00 (+4.8%) | " \
                        f"{5.5 / 5.2:.3f} |", lines[3]
-    assert lines[4] == "| x-transformers (anchor_xtransformers.py) | 4.90 (-2.0%) | 50.00 (+400.0%) |  |  |  |", lines[4]
+    assert lines[4] == "| x-transformers (experiments/anchor_xtransformers.py) | 4.90 (-2.0%) | 50.00 (+400.0%) |  |  |  |", lines[4]
     assert "x-transformers" not in tables.recipe_table(tmp_path, anchor=False)
 
 

@@ -3,9 +3,9 @@ parts it stands for and is written back unchanged; the names later issues bring 
 fine-tune recipes, sinks) parse as plain parts; and a malformed name is one ValueError."""
 import pytest
 
-import row_names
-import variants
-from row_names import Row
+from lab import row_names
+from lab import variants
+from lab.row_names import Row
 
 # every kind of row name in results/, and what it means
 NAMES = {

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import torch
 
-import benchmark
+from experiments import benchmark
 import extrapolation_test
-import row_names
+from lab import row_names
 import schemes
 import tiny_lm
 from lab import checkpoint_io
 import train_compare
-import variants
+from lab import variants
 from conftest import chunks_and_cache_agree, cached_logits, repo_files, scheme_file_loaded
 from lab.checkpoint_io import CheckpointError
 from lab.options import make_config, make_model
@@ -117,7 +117,7 @@ def test_the_toy_keeps_its_init_decays_what_it_says_and_decodes_through_the_cach
         assert err < 1e-5, f"toy_forget: cached decoding vs full forward, max logit diff {err:.2e}"
         assert cache[0].state.shape == (2, KW["n_head"], 30), "the cache keeps the gate sums of every key"
         assert "toy_forget" in benchmark.parse_args(["--quick", "--scheme-file", str(TOY)]).schemes, \
-            "benchmark.py measures every scheme registered when it runs, a --scheme-file's included"
+            "experiments/benchmark.py measures every scheme registered when it runs, a --scheme-file's included"
         with pytest.raises(ValueError, match="causal only"):
             make_config(**KW, pos="toy_forget", causal=False)
         with pytest.raises(ValueError, match="has no option gate"):

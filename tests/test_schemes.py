@@ -26,7 +26,7 @@ import extrapolation_test
 import schemes
 import tiny_lm
 import train_compare
-import variants
+from lab import variants
 from conftest import cached_logits
 from schemes import Scheme
 from lab.options import layer_roles, make_config, make_model, option

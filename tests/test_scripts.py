@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = ["train_compare.py", "extrapolation_test.py", "long_context_test.py", "benchmark.py", "breakage_test.py",
-           "visualize_rope.py", "recipe_ablation.py", "copy_calibration.py"]
+SCRIPTS = ["train_compare.py", "extrapolation_test.py", "long_context_test.py", "experiments/benchmark.py", "experiments/breakage_test.py",
+           "visualize_rope.py", "experiments/recipe_ablation.py", "experiments/copy_calibration.py"]
 
 
 def test_help_exits_0_and_lists_every_flag(monkeypatch, capsys):
@@ -24,7 +24,7 @@ def test_help_exits_0_and_lists_every_flag(monkeypatch, capsys):
     monkeypatch.setattr(argparse.ArgumentParser, "add_argument", recording_add)
     problems = []
     for script in SCRIPTS:
-        main = importlib.import_module(script.removesuffix(".py")).main
+        main = importlib.import_module(script.removesuffix(".py").replace("/", ".")).main
         flags.clear()
         capsys.readouterr()
         with pytest.raises(SystemExit) as e:
@@ -42,8 +42,8 @@ def test_help_exits_0_and_lists_every_flag(monkeypatch, capsys):
 
 
 def test_output_folders_that_cannot_be_written_are_refused_first(quick_ck, tmp_path, refused):
-    import benchmark
-    import breakage_test
+    from experiments import benchmark
+    from experiments import breakage_test
     import extrapolation_test
     import long_context_test
     import train_compare
@@ -66,7 +66,7 @@ def test_output_folders_that_cannot_be_written_are_refused_first(quick_ck, tmp_p
 def test_explicit_zero_or_empty_is_checked_not_replaced_by_the_default(quick_ck, tmp_path, refused):
     import extrapolation_test
     import long_context_test
-    import recipe_ablation
+    from experiments import recipe_ablation
     import visualize_rope
     res = ["--results", str(tmp_path / "r")]
     assert "--tokens must be positive, got 0" in refused(extrapolation_test.main,

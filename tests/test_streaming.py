@@ -1,4 +1,4 @@
-"""StreamingLLM (streaming.py, TinyLM.set_streaming) against the paper's cache written out token by token.
+"""StreamingLLM (lab/streaming.py, TinyLM.set_streaming) against the paper's cache written out token by token.
 
 The reference decodes one token at a time. Each layer keeps a cache of (key before positions, value): the
 first n_sink tokens and the latest ones, at most `window` entries, the oldest non-sink evicted first, as
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-import streaming
+from lab import streaming
 from pos_alibi import alibi_slopes
 from pos_rope import apply_rope, precompute_freqs
 from lab.options import LabConfig, LabLM

@@ -1,11 +1,11 @@
-"""tables.py, the README's computed tables: the glance table applies its stated rules, the copy family's
+"""lab/docsync/tables.py, the README's computed tables: the glance table applies its stated rules, the copy family's
 table names each row's text twin, and tables are synced only into the repository's own pages.
 (That the pages hold what these give: test_readme.py.)"""
 import json
 
-import eval_common as EC
-import tables
-from tables import copy_family_table
+from lab import eval_common as EC
+from lab.docsync import tables
+from lab.docsync.tables import copy_family_table
 
 
 def _write(tmp_path, ppl, effective, exact):

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 V = 20
 SMALL = dict(vocab_size=V, n_layer=4, n_head=2, n_embd=32, max_len=64)
 TOL = 1e-12
-# The two hybrids of variants.py at the SMALL size, window 5 and temperature floor 4, so that a
+# The two hybrids of lab/variants.py at the SMALL size, window 5 and temperature floor 4, so that a
 # 30-token input spans several windows and several temperature steps.
 IROPE = dict(pos="rope", nope_every=4, attn_window=5, window_kind="chunked", global_every=4,
              attn_temperature_tuning=True, temperature_floor=4)

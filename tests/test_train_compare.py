@@ -28,9 +28,9 @@ import tiny_lm
 from lab import checkpoint_io
 import train_compare as tcmp
 from conftest import ENV, ROOT
-from eval_common import LOG_KEYS
+from lab.eval_common import LOG_KEYS
 from lab.options import make_config, make_model
-from variants import TrainConfig
+from lab.variants import TrainConfig
 
 STEPS = "40"
 

@@ -1,9 +1,9 @@
-"""train_state.py: the shards of a global batch under torchrun, and the command that continues an
+"""lab/train_state.py: the shards of a global batch under torchrun, and the command that continues an
 interrupted run. (Resuming a killed run bit-identically: test_train_compare.py.)"""
 import torch
 
 import train_compare as tcmp
-import train_state
+from lab import train_state
 
 
 def test_continue_command_with_force_lists_what_is_left():

@@ -1,15 +1,15 @@
-"""training.py, the loop every script that trains shares: train(batches=...) is the plain recipe written
+"""lab/training.py, the loop every script that trains shares: train(batches=...) is the plain recipe written
 out here (AdamW, the schedule, clipping, batches in step order), a probe changes nothing, periodic
 saves of the training state draw no random numbers, and --amp bf16 really runs in bfloat16."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-import breakage_test as bt
+from experiments import breakage_test as bt
 import tiny_lm
 import train_compare as tcmp
-import training
-import variants
+from lab import training
+from lab import variants
 from tiny_lm import GPTConfig, TinyLM
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,4 +1,4 @@
-"""variants.py, the registry of what train_compare.py trains: which checkpoints are real runs
+"""lab/variants.py, the registry of what train_compare.py trains: which checkpoints are real runs
 (real_run_mismatch on hand-made checkpoint dicts), the folders smoke runs and previews write,
 and the hybrid variants' documented layouts and temperature numbers."""
 from dataclasses import asdict
@@ -8,10 +8,10 @@ import torch
 
 import tiny_lm
 from lab import checkpoint_io
-import variants
+from lab import variants
 from attn_common import llama4_attn_temperature
 from lab.options import full_config, LAB_DEFAULTS, layer_roles, make_config
-from variants import TrainConfig, real_run_mismatch
+from lab.variants import TrainConfig, real_run_mismatch
 
 V = 20
 
@@ -94,7 +94,7 @@ def test_run_dirs_keep_smoke_runs_and_previews_out_of_results():
 # ----------------------------------------------------------------------------- the hybrid variants
 
 def test_irope_temperature_values_in_variants_comment():
-    """The numbers variants.py quotes for irope: 1 up to position 62, 1.16 at 255, 1.42 at 4,095."""
+    """The numbers lab/variants.py quotes for irope: 1 up to position 62, 1.16 at 255, 1.42 at 4,095."""
     cfg = variants.VARIANTS["irope"]
     f = llama4_attn_temperature(torch.tensor([62, 63, 255, 4095]), cfg["temperature_floor"], 0.1)
     assert f[0] == 1 and f[1] > 1 and round(f[2].item(), 2) == 1.16 and round(f[3].item(), 2) == 1.42, f

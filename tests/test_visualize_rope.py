@@ -150,7 +150,7 @@ def test_a_checkpoint_of_a_scheme_file_loads_with_scheme_file(tmp_path, refused)
 
     import schemes
     import tiny_lm
-    import variants
+    from lab import variants
     toy = Path(__file__).resolve().parent / "schemes" / "toy_forget.py"
     mine = "toy_forget" not in schemes.REGISTRY
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-import row_names
+from lab import row_names
 import schemes
 import tiny_lm
 from lab import checkpoint_io
@@ -146,7 +146,7 @@ schemes.on_change(_follow_registry)
 
 
 def admit(names) -> list:
-    """Make known the names built from registered schemes by the row-name grammar (row_names.py) that no
+    """Make known the names built from registered schemes by the row-name grammar (lab/row_names.py) that no
     table lists: a scheme with options, kerple{p=2} (GPTConfig.pos_options), its copy twin kerple{p=2}_copy,
     and a fine-tune of any known variant, <variant>_ft_none (or _ft), _ft_drope and _ft_keep for every scheme,
     _ft_<scaling> for a scheme that uses RoPE's tables. Returns the names that stay unknown; a name that breaks a scheme's
@@ -186,7 +186,7 @@ def admit(names) -> list:
 
 def scheme_config(name: str) -> dict:
     """The GPTConfig fields of a scheme, or of a scheme with its options set, kerple{p=2} ({a=1,b=2} read as
-    {a=1}{b=2}): {"pos": scheme} and, with options, "pos_options". How benchmark.py and breakage_test.py read
+    {a=1}{b=2}): {"pos": scheme} and, with options, "pos_options". How experiments/benchmark.py and experiments/breakage_test.py read
     a scheme name, through admit as every script reads variants; a name that is neither raises ValueError
     (one line)."""
     name = row_names.canonical(name)

@@ -2,7 +2,7 @@
 
 The main comparison trains every scheme with one recipe. A recipe is many small choices, and
 one of them can favour one scheme, or hold every scheme back: an independent implementation
-(lucidrains' x-transformers, same size, same batches and schedule: anchor_xtransformers.py)
+(lucidrains' x-transformers, same size, same batches and schedule: experiments/anchor_xtransformers.py)
 is the yardstick. This script trains each scheme under each knob with the same seed and the same
 batches (training.train). Knobs:
 
@@ -36,11 +36,11 @@ s > 0); a run whose checkpoint exists is reused, so an interrupted ablation cont
 stopped. Rows are kept per knob, scheme and seed: a run of another --seed adds its rows beside
 seed 0's, and docs/recipe.md sets a knob's seeds against the recipe's (tables.recipe_seeds_table).
 
-    python recipe_ablation.py                                  # rope and alibi under every knob (docs/recipe.md: wall time)
-    python recipe_ablation.py --knobs baseline --schemes sin,learned
-    python recipe_ablation.py --knobs no_emb_scale --schemes alibi --seed 1   # a second seed of one row
-    python recipe_ablation.py --quick                          # smoke run, writes under runs/quick/
-    python recipe_ablation.py --redraw                         # .csv and .md from results/recipe_ablation.json
+    python experiments/recipe_ablation.py                                  # rope and alibi under every knob (docs/recipe.md: wall time)
+    python experiments/recipe_ablation.py --knobs baseline --schemes sin,learned
+    python experiments/recipe_ablation.py --knobs no_emb_scale --schemes alibi --seed 1   # a second seed of one row
+    python experiments/recipe_ablation.py --quick                          # smoke run, writes under runs/quick/
+    python experiments/recipe_ablation.py --redraw                         # .csv and .md from results/recipe_ablation.json
 """
 import argparse
 import hashlib
@@ -51,26 +51,30 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 
-import cli
-import row_names
+from lab import cli
+from lab import row_names
 import schemes
-import tables
+from lab.docsync import tables
 import tiny_lm
 from lab import atomic
 from lab import checkpoint_io
 from lab import corpora
 from lab import devices
-from eval_common import (UNKNOWN, check_redraw, check_writable, corpus_mismatch, csv_text, fail, git_commit, is_repo_results,
+from lab.eval_common import (UNKNOWN, check_redraw, check_writable, corpus_mismatch, csv_text, fail, git_commit, is_repo_results,
                          json_to_redraw, provenance_of, read_json, spread_blocks)
-from perplexity import evaluate
+from lab.perplexity import evaluate
 from lab.checkpoint_io import CheckpointError
 from lab.corpora import CorpusError
 from lab.options import full_config, make_config, make_model
 from tiny_lm import GPTConfig
-from training import train
-from variants import QUICK_MODEL, QUICK_TRAIN, TRAIN_BEFORE_FIELD, TrainConfig, run_dirs
+from lab.training import train
+from lab.variants import QUICK_MODEL, QUICK_TRAIN, TRAIN_BEFORE_FIELD, TrainConfig, run_dirs
 
 # knob -> (GPTConfig overrides, TrainConfig overrides). "baseline" is train_compare.py's recipe; the
 # recipes named old... set every field the recipe change of docs/recipe.md touched, so they mean the same whatever
@@ -94,7 +98,7 @@ KNOBS = {
     "lr_1e-3": ({}, {"lr": 1e-3}),
     # x-transformers' own choices (docs/recipe.md's table of differences): its token table alone, then all of
     # them at once (token table, LayerNorms without a bias, decay on every parameter), so that the gap to
-    # anchor_xtransformers.py's models is credited only through the knob that removes it
+    # experiments/anchor_xtransformers.py's models is credited only through the knob that removes it
     "xt_emb": ({"emb_scale": False, "emb_init": "kaiming"}, {}),
     "xtransformers": ({"emb_scale": False, "emb_init": "kaiming", "norm_bias": False}, {"decay": "all"}),
 }
@@ -156,7 +160,7 @@ def checkpoint_path(out: Path, knob: str, scheme: str, seed: int) -> Path:
     return out / knob / f"{scheme}{f'_seed{seed}' if seed else ''}.pt"
 
 
-def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = "python recipe_ablation.py") -> None:
+def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = "python experiments/recipe_ablation.py") -> None:
     """Every checkpoint in --out this run would reuse, loaded and compared with its settings before
     anything is trained: CheckpointError (one line) for an unreadable one or one from other settings."""
     for knob in knobs:
@@ -171,7 +175,7 @@ def check_reused(knobs, schemes, args, vocab_size: int, out: Path, rerun: str = 
 
 
 def run_one(knob, scheme, args, vocab, train_ids, val_ids, out, device, corpus_sha256=UNKNOWN,
-            rerun="python recipe_ablation.py"):
+            rerun="python experiments/recipe_ablation.py"):
     """Train (or reload) one (knob, scheme) model; returns (model, checkpoint dict)."""
     path = checkpoint_path(out, knob, scheme, args.seed)
     kw, tc = knob_settings(knob, scheme, args, len(vocab))
@@ -223,7 +227,7 @@ def check(args):
     return knobs, schemes, sorted(lengths), tokens
 
 
-REAL_RUN = {"model": {}, "train": {}, "lengths": [256, 4096], "tokens": 65536}  # what `python recipe_ablation.py` runs
+REAL_RUN = {"model": {}, "train": {}, "lengths": [256, 4096], "tokens": 65536}  # what `python experiments/recipe_ablation.py` runs
 
 
 def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) -> Path:
@@ -253,13 +257,13 @@ def output_folder(args, results: Path, out: Path, lengths: list, tokens: int) ->
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    rerun = cli.command("recipe_ablation.py", argv, drop=())  # the user's own command, for the hints
+    rerun = cli.command("experiments/recipe_ablation.py", argv, drop=())  # the user's own command, for the hints
     git_commit()  # the code this process runs, read now: the checkpoints' provenance names it
     runs, results_dir = run_dirs(quick=args.quick)
     out = Path(args.out or (runs / "recipe" if args.quick else "runs/recipe"))
     results = Path(args.results) if args.results else (out / "results" if args.quick else results_dir)
     if args.redraw:
-        check_redraw([results / "recipe_ablation.json"], cli.command("recipe_ablation.py", argv))
+        check_redraw([results / "recipe_ablation.json"], cli.command("experiments/recipe_ablation.py", argv))
         check_writable(results, "--results")
         return redraw(results)
     knobs, schemes, lengths, tokens = check(args)
@@ -308,7 +312,7 @@ def main(argv=None) -> int:
 
 
 def command(args) -> str:
-    return (f"python recipe_ablation.py --knobs {args.knobs} --schemes {args.schemes} --seed {args.seed}"
+    return (f"python experiments/recipe_ablation.py --knobs {args.knobs} --schemes {args.schemes} --seed {args.seed}"
             + (f" --threads {args.threads}" if args.threads else "") + (" --quick" if args.quick else ""))
 
 
@@ -361,7 +365,7 @@ def save(results: Path, rows: list, meta: dict, is_stale=lambda row: False) -> N
 
 def redraw(results: Path) -> int:
     """recipe_ablation.csv and .md from results/recipe_ablation.json alone."""
-    data = json_to_redraw(results / "recipe_ablation.json", "python recipe_ablation.py")
+    data = json_to_redraw(results / "recipe_ablation.json", "python experiments/recipe_ablation.py")
     flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in data["rows"]]  # settings stay in the JSON
     atomic.atomic_write_text(results / "recipe_ablation.csv", csv_text(flat))
     atomic.atomic_write_text(results / "recipe_ablation.md", markdown_table(results, data))

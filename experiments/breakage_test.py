@@ -10,8 +10,8 @@
 
 docs/breakage.md says what the columns mean and what they show.
 
-    python breakage_test.py            # the full run: results/breakage.{md,json,png}
-    python breakage_test.py --quick    # seconds, a smoke test: runs/quick/breakage/
+    python experiments/breakage_test.py            # the full run: results/breakage.{md,json,png}
+    python experiments/breakage_test.py --quick    # seconds, a smoke test: runs/quick/breakage/
 """
 import argparse
 import json
@@ -21,11 +21,15 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 import torch.nn.functional as F
 
-import cli
-import plots
+from lab import cli
+from lab import plots
 import schemes
 import tiny_lm
 from lab import atomic
@@ -34,11 +38,11 @@ from lab import devices
 from lab import lm_eval
 from lab.options import make_config, make_model
 from tiny_lm import TinyLM
-from cli import fail
-from eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
-from training import train
-from row_names import canonical, split_names
-from variants import TrainConfig, causal_only, run_dirs, scheme_config, schemes_of_flags
+from lab.cli import fail
+from lab.eval_common import check_redraw, check_writable, corpus_mismatch, custom_out, is_repo_results, json_to_redraw
+from lab.training import train
+from lab.row_names import canonical, split_names
+from lab.variants import TrainConfig, causal_only, run_dirs, scheme_config, schemes_of_flags
 
 
 NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory", "oscar",
@@ -420,7 +424,7 @@ def main(argv=None) -> int:
     cfg = parse_args(argv)
     out = Path(cfg.out)
     if "--redraw" in argv:  # train nothing: the report from breakage.json, checked first
-        check_redraw([out / "breakage.json"], cli.command("breakage_test.py", argv))
+        check_redraw([out / "breakage.json"], cli.command("experiments/breakage_test.py", argv))
         return check_writable(out, "--out") or redraw(out)
     check_writable(out, "--out")  # before any training
     try:  # a bad --device or corpus (a CorpusError is a ValueError): before the first model trains
@@ -434,7 +438,7 @@ def main(argv=None) -> int:
         print(line)
     word_order = run_word_order(cfg, device)
     char_lm = run_char_lm(cfg, device, corpus)
-    res = {"command": " ".join(["python breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
+    res = {"command": " ".join(["python experiments/breakage_test.py"] + argv), "config": asdict(cfg), "device": str(device),
            "torch": torch.__version__, "wall_s": round(time.perf_counter() - t0, 1), "word_order": word_order,
            "char_lm": char_lm, "left_out": left_out(cfg)}
     atomic.atomic_write_text(out / "breakage.json", json.dumps(res, indent=1))
@@ -445,7 +449,7 @@ def main(argv=None) -> int:
 
 def redraw(out: Path) -> int:
     """breakage.md and breakage.png from <out>/breakage.json alone."""
-    res = json_to_redraw(out / "breakage.json", "python breakage_test.py")
+    res = json_to_redraw(out / "breakage.json", "python experiments/breakage_test.py")
     atomic.atomic_write_text(out / "breakage.md", make_markdown(res))
     make_plot(res, out / "breakage.png")
     return 0

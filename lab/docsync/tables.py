@@ -3,24 +3,24 @@
 code, never by hand: a script's own table is copied from what it wrote to results/ (sync_table),
 and the glance table, the copy family's table, the current models' table and the field's are
 computed from results/*.json of three scripts (glance_table, copy_family_table, current_models_table,
-field_table; sync_glance writes them), the recipe tables from recipe_ablation.py's, anchor_xtransformers.py's
+field_table; sync_glance writes them), the recipe tables from experiments/recipe_ablation.py's, experiments/anchor_xtransformers.py's
 and extrapolation_test.py's JSON (recipe_table, recipe_seeds_table, seeds_vs_anchor; sync_recipe).
 Only for the repository's own results/ (eval_common.is_repo_results), never for smoke runs or
 previews.
 
 extrapolation_test.py and long_context_test.py call sync_table and sync_glance when they redraw,
-copy_calibration.py sync_table, recipe_ablation.py and anchor_xtransformers.py sync_recipe.
+experiments/copy_calibration.py sync_table, experiments/recipe_ablation.py and experiments/anchor_xtransformers.py sync_recipe.
 tests/test_readme.py checks that every page holds what these give.
 """
 from dataclasses import replace
 from pathlib import Path
 
-import findings
-import row_names
+from lab.docsync import findings
+from lab import row_names
 import schemes
 import tiny_lm
 from lab import atomic
-from eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_results
+from lab.eval_common import GLANCE_ROWS, HERE, code_lines, is_repo_results, own_definitions, read_results
 
 
 def sync_table(name: str, table_md: str, results: Path) -> None:
@@ -246,7 +246,7 @@ def field_table(results: Path) -> str:
 
 
 # What differs between our scheme and x-transformers' beyond the recipe (docs/recipe.md lists the recipe's
-# differences, which every row shares): anchor_xtransformers.py's SCHEMES comment, read from its 2.31.10 source.
+# differences, which every row shares): experiments/anchor_xtransformers.py's SCHEMES comment, read from its 2.31.10 source.
 ANCHOR_DIFFERS = {
     "rope": "none beyond the recipe (the whole head turned, as ours)",
     "alibi": "none beyond the recipe (the same slopes)",
@@ -277,7 +277,7 @@ def field_anchor_table(results: Path) -> str:
             lines.append(f"| {name} | {a[f'ppl_{L0}']:.2f} | {b[f'ppl@{L0}']:.2f} | {a[f'ppl_{L0}'] / b[f'ppl@{L0}']:.3f} | "
                          f"{a[f'ppl_{L1}']:.2f} | {b[f'ppl@{L1}']:.2f} | {ANCHOR_DIFFERS.get(name, '-')} |")
     lines += ["", f"Seed 0 of both. ours: results/extrapolation.json (train_compare.py's recipe); x-transformers: "
-              f"results/anchor_xtransformers.json (`python anchor_xtransformers.py --schemes t5,xpos,fox`), the same "
+              f"results/anchor_xtransformers.json (`python experiments/anchor_xtransformers.py --schemes t5,xpos,fox`), the same "
               f"batches, scored on {anchor['meta']['tokens']:,} held-out characters."]
     return "\n".join(lines) + "\n"
 
@@ -310,7 +310,7 @@ def field_cost_table(results: Path) -> str:
                      + (f"{mib[name]:.0f} | {mib[name] / mib['rope']:.2f} |" if name in mib and "rope" in mib else "- | - |"))
     lines += ["", f"Code lines: the plain form of the scheme's file (before its first `# ----` fence) without blank "
               f"lines, comments, docstrings and its self-check; in field_relbias.py, which holds t5, kerple and fire, "
-              f"each counts its own classes and the definitions they use. Time and memory: results/benchmark.md (`python benchmark.py`), one "
+              f"each counts its own classes and the definitions they use. Time and memory: results/benchmark.md (`python experiments/benchmark.py`), one "
               f"forward of the whole tiny LM at batch 1 on {bench['machine'].split(';')[0]}; parameters added to the "
               f"4-layer model, from results/extrapolation.csv."]
     return "\n".join(lines) + "\n"
@@ -319,7 +319,7 @@ def field_cost_table(results: Path) -> str:
 def sync_settings(results: Path) -> None:
     """After a run wrote one of the settings' folders (results/, results/sympy, results/gpu): docs/settings.md's
     table of the findings in every setting, the second corpus's own tables, and the README's lines on where
-    each finding holds (findings.py)."""
+    each finding holds (lab/docsync/findings.py)."""
     if not any(Path(results).resolve() == (HERE / folder).resolve() for _, folder in findings.SETTINGS):
         return
     repo = HERE / "results"
@@ -347,7 +347,7 @@ def sync_glance(results: Path) -> None:
         if table:
             sync_table(name, table, results)
     if is_repo_results(results):
-        import prose_numbers  # the numbers inside sentences (its module docstring)
+        from lab.docsync import prose_numbers  # the numbers inside sentences (its module docstring)
         prose_numbers.sync(Path(results))
 
 
@@ -365,7 +365,7 @@ def recipe_table(results: Path, anchor: bool = True) -> str:
     if other and other["meta"]["lengths"] == data["meta"]["lengths"]:
         half = "x-transformers, its default RoPE on half of each head"  # a row of its own, in the rope columns
         ablated = {r["scheme"] for r in rows}  # the field's anchors (t5, xpos, fox) have docs/field.md's table
-        rows += [dict(r, knob="x-transformers (anchor_xtransformers.py)") for r in other["rows"]
+        rows += [dict(r, knob="x-transformers (experiments/anchor_xtransformers.py)") for r in other["rows"]
                  if r.get("seed", 0) == 0 and r["scheme"] in ablated]
         rows += [dict(r, knob=half, scheme="rope") for r in other["rows"]
                  if r.get("seed", 0) == 0 and r["scheme"] == "rope_half"]

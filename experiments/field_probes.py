@@ -21,9 +21,9 @@ How the weight on the first keys is measured: every attention call of the model 
 value that is 1 on keys 0..3 and 0 elsewhere (tiny_lm.attn_sdpa, the path the model runs), so the output is
 exactly that weight, with no (T, T) matrix built.
 
-    python field_probes.py           # every probe whose checkpoints exist: results/field_probes.{json,md}
-    python field_probes.py --quick   # on the --quick checkpoints, into runs/quick/results
-    python field_probes.py --redraw  # field_probes.md from field_probes.json
+    python experiments/field_probes.py           # every probe whose checkpoints exist: results/field_probes.{json,md}
+    python experiments/field_probes.py --quick   # on the --quick checkpoints, into runs/quick/results
+    python experiments/field_probes.py --redraw  # field_probes.md from field_probes.json
 """
 import contextlib
 import json
@@ -31,21 +31,25 @@ import math
 import sys
 from pathlib import Path
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 
-import cli
-import row_names
+from lab import cli
+from lab import row_names
 from lab import options as lab_options
 import tiny_lm
 from lab import atomic
 from lab import corpora
-from cli import fail
-from copy_mixture import COPY_RECIPE, key_ids_of, plant_keys
-from eval_common import (check_common, check_redraw, check_writable, corpus_mismatch, eval_dirs, git_commit,
+from lab.cli import fail
+from lab.copy_mixture import COPY_RECIPE, key_ids_of, plant_keys
+from lab.eval_common import (check_common, check_redraw, check_writable, corpus_mismatch, eval_dirs, git_commit,
                          json_to_redraw, load_checked, load_eval_data, merge_rows, provenance_of, read_json,
                          results_for_checkpoints, seed_folders, spread_blocks, train_len_of)
 from field_relbias import KERPLE_EPS
-from variants import admit, is_copy
+from lab.variants import admit, is_copy
 
 N_FIRST, LONG = 4, 4096  # StreamingLLM's 4 kept tokens; the longest length extrapolation_test measures
 SECTIONS = ("first_tokens", "fire", "kerple", "fox_gates", "cope")
@@ -212,7 +216,7 @@ def probe(args) -> None:
             "kerple": lambda r: (r["variant"], r["head"]), "fox_gates": lambda r: (r["variant"], r["layer"], r["head"]),
             "cope": lambda r: (r["variant"], r["layer"], r["n"])}
     data = {s: merge_rows(old.get(s, []), new[s], keep[s]) for s in SECTIONS}
-    made = {"command": cli.command("field_probes.py", args.argv), "commit": git_commit()}
+    made = {"command": cli.command("experiments/field_probes.py", args.argv), "commit": git_commit()}
     data["provenance"] = {**old.get("provenance", {}), **{row: {**provenance_of(cks[p]), "probe": made} for row, p in found}}
     results.mkdir(parents=True, exist_ok=True)
     atomic.atomic_write_text(path, json.dumps(data, indent=1) + "\n")
@@ -230,7 +234,7 @@ def report(data: dict) -> str:
     """The five tables of field_probes.md, from the JSON."""
     def pct(x):
         return f"{100 * x:.2f}%"
-    parts = ["# Probes of the trained field schemes (`python field_probes.py`)\n"]
+    parts = ["# Probes of the trained field schemes (`python experiments/field_probes.py`)\n"]
     parts.append(f"## Weight on the first {N_FIRST} keys (StreamingLLM's sinks), windows of {LONG}\n")
     parts.append(markdown_table(["model", "layer", "queries 4..255", "uniform", "queries 256..4095", "uniform",
                                  "largest head, 256..4095"],
@@ -280,9 +284,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.redraw:
         results = Path(args.results) if args.results else eval_dirs(args)[1]
-        check_redraw([results / "field_probes.json"], cli.command("field_probes.py", argv))
+        check_redraw([results / "field_probes.json"], cli.command("experiments/field_probes.py", argv))
         check_writable(results, "--results")
-        data = json_to_redraw(results / "field_probes.json", "python field_probes.py")
+        data = json_to_redraw(results / "field_probes.json", "python experiments/field_probes.py")
         atomic.atomic_write_text(results / "field_probes.md", report({**{k: [] for k in SECTIONS}, **data}))
         print(f"wrote {results}/field_probes.md")
         return 0

@@ -9,7 +9,7 @@ intervals its tables print:
    probe that training.train() runs on the copy family at every evaluation point (passkey_probe).
 
 Intervals: a share of windows (exact match) gets Clopper-Pearson (clopper_pearson, share_ci),
-a mean over windows the bootstrap (bootstrap_ci). copy_calibration.py scores its models with
+a mean over windows the bootstrap (bootstrap_ci). experiments/copy_calibration.py scores its models with
 retrieval too. Per-position loss has one owner, lm_eval.token_losses.
 """
 import functools
@@ -17,11 +17,11 @@ import math
 
 import torch
 
-import copy_mixture
+from lab import copy_mixture
 import tiny_lm
 from lab import lm_eval
-from copy_mixture import KEY_AT, distinct_key
-from eval_common import spread_blocks
+from lab.copy_mixture import KEY_AT, distinct_key
+from lab.eval_common import spread_blocks
 
 
 # ----------------------------------------------------------------------------- intervals

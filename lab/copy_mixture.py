@@ -3,7 +3,7 @@ so that predicting a later copy pays for attention back over the distance (Kazem
 2023's synthetic-task idea, on real text). Nothing in Shakespeare pays for that otherwise.
 
 plant_keys writes the copies into one window; plant_window decides, for one window, how
-(near or anywhere) and calls it. Both training (copy_windows) and copy_calibration.py's probe
+(near or anywhere) and calls it. Both training (copy_windows) and experiments/copy_calibration.py's probe
 windows plant through plant_window, so a probe is planted exactly like a training window.
 
 The copy family (`train_compare.py --variants copy`) trains on a curriculum instead
@@ -30,7 +30,7 @@ import torch
 
 from lab.corpora import CorpusError
 
-# The first copy mixture's keys (copy_windows, copy_calibration.py) are digits: the plays hold almost
+# The first copy mixture's keys (copy_windows, experiments/copy_calibration.py) are digits: the plays hold almost
 # none (at most 4 of each), so the first copy is the only earlier place a key's characters occur.
 KEY_CHARS = "0123456789"
 # The copy family's and the passkey's alphabets (distinct letters per key).
@@ -101,7 +101,7 @@ def copy_windows(windows, B: int, T: int, key_ids: torch.Tensor, seed: int, frac
                  synthetic: float = 0.0, near_frac: float = 1.0):
     """Batches of the copy mixture: the windows that `windows` (training.random_windows)
     draws, and in a fraction `frac` of them keys planted by plant_window (defaults: one key of
-    32-96 digits, twice, at a random distance). synthetic > 0 (copy_calibration.py only): that
+    32-96 digits, twice, at a random distance). synthetic > 0 (experiments/copy_calibration.py only): that
     fraction of windows is first replaced by random key characters, so the copies sit in noise.
 
     The planting draws from its own generator, seeded by (seed, step), so the windows are

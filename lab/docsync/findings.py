@@ -17,13 +17,13 @@ character; L0 the training length; a scheme's ppl@L0 is the mean over the seeds 
   2. break:  learned, sinusoidal and plain RoPE break past L0 and ALiBi does not, where breaking is
              ppl@16 L0 / ppl@L0 > 1.2 (the glance table's rule; at the longest length scored if shorter).
   4. context: no text-trained model uses more than 192 characters of context on fixed targets: every
-             model's effective context (long_context.py) is below 448.
+             model's effective context (lab/long_context.py) is below 448.
 A finding "holds", "fails" (or for 1b "reversed"/"tie") with its numbers, or is "not measured" there.
 tables.sync_settings writes the table into docs/settings.md and one line per finding into the README.
 """
 from pathlib import Path
 
-from eval_common import HERE, read_results
+from lab.eval_common import HERE, read_results
 
 SETTINGS = (("CPU / Shakespeare", "results"), ("CPU / SymPy", "results/sympy"), ("GPU / Shakespeare", "results/gpu"))
 BREAK = 1.2         # ppl@16 L0 / ppl@L0 above this: breaks (tables.glance_table's rule)

@@ -3,8 +3,8 @@ copy_calibration): their shared flags, where outputs go, finding and checking ch
 training-free RoPE scalings of the rope+X rows, the validation text and its blocks, and reading
 and writing results files (CSV, merged JSON rows).
 
-What is measured lives in perplexity.py and long_context.py, the tables of the README and docs/
-in tables.py; output folders follow variants.run_dirs.
+What is measured lives in lab/perplexity.py and lab/long_context.py, the tables of the README and docs/
+in lab/docsync/tables.py; output folders follow variants.run_dirs.
 """
 import ast
 import csv
@@ -21,22 +21,22 @@ from typing import Optional
 
 from tqdm import tqdm
 
-import cli
+from lab import cli
 import pos_rope
-import row_names
+from lab import row_names
 import schemes
 import tiny_lm
 from lab import checkpoint_io
 from lab import corpora
 from lab import devices
 import torch
-from cli import fail
+from lab.cli import fail
 from lab.checkpoint_io import CheckpointError
 from lab.corpora import CorpusError
-from variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, names_of,
+from lab.variants import (ALL_NAMES, DEFAULT_VARIANTS, FAMILIES, VARIANTS, TrainConfig, admit, from_files, names_of,
                       order_of, real_run_mismatch, run_dirs)
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # the repository: lab/ is one folder down
 
 
 # ----------------------------------------------------------------------------- command line and folders
@@ -583,7 +583,7 @@ def merge_rows(old: list, new: list, key=lambda r: r["variant"]) -> list:
 
 def is_repo_results(results: Path) -> bool:
     """Is this the repository's own results/, the folder only real runs write and the README's and
-    docs/' tables are drawn from (tables.py)?"""
+    docs/' tables are drawn from (lab/docsync/tables.py)?"""
     return Path(results).resolve() == (HERE / "results").resolve()
 
 

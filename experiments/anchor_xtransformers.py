@@ -16,27 +16,27 @@ The model (x-transformers 2.31, its defaults except the size and the position sc
 - rotary_emb_dim = dim_head for rope: like TinyLM's RoPE it turns every pair of each head (adjacent
   pairs, base 10000). Its default, half of each head, is the row rope_half.
 - Where its defaults still differ from TinyLM's recipe (docs/recipe.md lists each, and
-  recipe_ablation.py's knobs xt_emb and xtransformers try them): the token table at kaiming-normal
+  experiments/recipe_ablation.py's knobs xt_emb and xtransformers try them): the token table at kaiming-normal
   std sqrt(2/C) with no sqrt(C) factor; LayerNorms with a gain and no bias; weight decay on every
   parameter. Alike: PyTorch's nn.Linear init, Linears of attention and head without a bias, GELU,
   pre-norm with a final norm, the same ALiBi slopes as pos_alibi.
 - Training: training.train(), the loop every TinyLM is trained with: the same windows (seed 0),
   schedule, learning rate, AdamW betas and clipping, with weight decay 0.1 on every parameter
   (TrainConfig(decay="all"), what AdamW(model.parameters()) does).
-- Scoring: perplexity.evaluate() on recipe_ablation.py's characters (65,536 validation characters
+- Scoring: perplexity.evaluate() on experiments/recipe_ablation.py's characters (65,536 validation characters
   in blocks spread over the held-out plays) at 256 and 4096.
 
 Writes <results>/anchor_xtransformers.json (a run of some schemes or seeds merges its rows, one per
 scheme and seed); docs/recipe.md's tables (tables.recipe_table, tables.seeds_vs_anchor) show them
-beside recipe_ablation.py's rows and beside our own seeds. Checkpoints (state_dicts) go to
+beside experiments/recipe_ablation.py's rows and beside our own seeds. Checkpoints (state_dicts) go to
 runs/anchor/<scheme>.pt (<scheme>_seed<s>.pt for seed s > 0); one that exists is reused, so an
 interrupted run continues model by model.
 
-    python anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
-    python anchor_xtransformers.py --schemes rope_half   # x-transformers' default RoPE, half of each head
-    python anchor_xtransformers.py --schemes t5,xpos,fox   # the field's schemes (docs/field.md)
-    python anchor_xtransformers.py --seed 1 && python anchor_xtransformers.py --seed 2   # two more seeds
-    python anchor_xtransformers.py --quick           # smoke run: 2 layers of 32, 30 steps, under runs/quick/
+    python experiments/anchor_xtransformers.py                   # rope and alibi, about 4 min each on 2 CPU cores
+    python experiments/anchor_xtransformers.py --schemes rope_half   # x-transformers' default RoPE, half of each head
+    python experiments/anchor_xtransformers.py --schemes t5,xpos,fox   # the field's schemes (docs/field.md)
+    python experiments/anchor_xtransformers.py --seed 1 && python experiments/anchor_xtransformers.py --seed 2   # two more seeds
+    python experiments/anchor_xtransformers.py --quick           # smoke run: 2 layers of 32, 30 steps, under runs/quick/
 """
 import argparse
 import hashlib
@@ -48,22 +48,26 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import cli
-import tables
+from lab import cli
+from lab.docsync import tables
 import tiny_lm
 from lab import atomic
 from lab import corpora
 from lab import devices
-from eval_common import (check_redraw, check_writable, corpus_mismatch, fail, is_repo_results, read_json, spread_blocks,
+from lab.eval_common import (check_redraw, check_writable, corpus_mismatch, fail, is_repo_results, read_json, spread_blocks,
                          training_provenance)
-from perplexity import evaluate
+from lab.perplexity import evaluate
 from lab.corpora import CorpusError
-from training import train
-from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig
+from lab.training import train
+from lab.variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig
 
 # Decoder's switches per scheme, given the head dim d. rope turns the whole head, as TinyLM's RoPE does;
 # rope_half is x-transformers' default (rotary_emb_dim = d // 2), kept to show what that default costs.
@@ -172,15 +176,15 @@ def provenance(scheme: str, sizes: dict, tc: TrainConfig, vocab: str, text: str,
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    made_by = training_provenance(argv, "", args.seed, "anchor_xtransformers.py")  # the command and the commit this process starts from
+    made_by = training_provenance(argv, "", args.seed, "experiments/anchor_xtransformers.py")  # the command and the commit this process starts from
     schemes = args.schemes.split(",")
     if not schemes or any(s not in SCHEMES for s in schemes):
         fail(f"unknown scheme in --schemes {args.schemes!r}; choose from {','.join(SCHEMES)}")
     if args.redraw:
         results = Path(args.results or "results")
         if not (results / "anchor_xtransformers.json").exists():
-            fail(f"no {results}/anchor_xtransformers.json to redraw from; run `python anchor_xtransformers.py` first")
-        check_redraw([results / "anchor_xtransformers.json"], cli.command("anchor_xtransformers.py", argv))
+            fail(f"no {results}/anchor_xtransformers.json to redraw from; run `python experiments/anchor_xtransformers.py` first")
+        check_redraw([results / "anchor_xtransformers.json"], cli.command("experiments/anchor_xtransformers.py", argv))
         tables.sync_recipe(results)  # only the repository's results/ have a page to write
         print(f"redrew docs/recipe.md's tables from {results}/anchor_xtransformers.json")
         return 0
@@ -210,7 +214,7 @@ def main(argv=None) -> int:
         fail(str(e))
     tok = corpora.CharTokenizer(vocab)
     train_ids, val_ids = tok.encode(train_text), tok.encode(val_text)
-    blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # recipe_ablation.py's characters
+    blocks = spread_blocks(val_ids.numel(), lengths[-1], tokens // lengths[-1])  # experiments/recipe_ablation.py's characters
     rows = []
     for scheme in schemes:
         model, wall = run_one(scheme, sizes, tc, vocab, train_ids, val_ids, out, device)
@@ -221,7 +225,7 @@ def main(argv=None) -> int:
                      "provenance": provenance(scheme, sizes, tc, vocab, train_text + val_text, made_by)})
         print(f"x-transformers/{scheme}: " + ", ".join(f"ppl@{L} {rows[-1][f'ppl@{L}']}" for L in lengths))
     from importlib.metadata import version  # the version scored, for the record
-    meta = {"command": "python anchor_xtransformers.py" + (" --quick" if args.quick else "")
+    meta = {"command": "python experiments/anchor_xtransformers.py" + (" --quick" if args.quick else "")
             + (f" --schemes {args.schemes}" if args.schemes != "rope,alibi" else "") + " --seed <s>",
             "x_transformers": version("x-transformers"), "lengths": lengths, "tokens": tokens,
             "train_config": {k: v for k, v in asdict(tc).items() if k != "seed"}}  # the seed is each row's

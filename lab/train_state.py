@@ -21,7 +21,7 @@ import tiny_lm
 from lab import atomic
 from lab.options import full_config
 from tiny_lm import GPTConfig, TinyLM
-from variants import TrainConfig
+from lab.variants import TrainConfig
 
 
 @dataclass

@@ -25,7 +25,7 @@ check_text(fig) raises if a title, label, tick label, text or legend lies outsid
 two of them that belong to different axes (or to the figure, as the suptitle) overlap.
 Every function here saves through save(fig, path), which calls both; the scripts call these
 functions, and their own figures go through save too. Row names are read by row_names.parse
-(the grammar: row_names.py).
+(the grammar: lab/row_names.py).
 
     ppl_vs_length(path, rows, lengths)          results/extrapolation.json: the headline, <= 8 lines
     ppl_vs_length_all(path, rows, lengths)      the same rows, every one of them (docs/)
@@ -39,7 +39,7 @@ import math
 import zlib
 from pathlib import Path
 
-import row_names
+from lab import row_names
 import schemes
 from lab import atomic
 
@@ -89,7 +89,7 @@ DASHES = {
     "llama3": (0, (3, 1, 1, 1)), "longrope": (0, (8, 1.5, 1, 1.5)),
     # evaluation switches: the learned table clamped at its last row; irope with its temperature off
     "clamped": (0, (1, 3)), "no temp": (0, (2, 3)), "temp on": (0, (5, 1.5, 1, 1.5)),
-    # StreamingLLM's cache (4 first tokens + the latest) and its control, the plain window (streaming.py)
+    # StreamingLLM's cache (4 first tokens + the latest) and its control, the plain window (lab/streaming.py)
     "streaming": (0, (6, 1.5)), "window": (0, (1, 1.2)),
 }
 STREAM_SWITCHES = ("streaming", "window")
@@ -396,7 +396,7 @@ def _mark_off_axes(ax) -> None:
                             color=line.get_color(), fontsize=13, fontweight="bold", annotation_clip=False)
 
 
-HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (variants.py)
+HYBRIDS = ("irope", "gemma_hybrid", "irope_global", "hybrid_rope")  # layouts that mix layer kinds (lab/variants.py)
 # the field's comparison set: its schemes (field_*.py), the sink models, and DroPE with its
 # control (recipes drope and keep, variants.RECALIBRATIONS)
 FIELD_SINKS, FIELD_RECIPES = ("rope_sink", "alibi_sink"), ("drope", "keep", "drope_full", "keep_full")
@@ -428,7 +428,7 @@ def _group(name: str) -> str:
     elif "{" in r.base:  # beside RoPE's options only if its scheme turns q/k with RoPE's tables
         scheme = schemes.REGISTRY.get(r.base.partition("{")[0])
         group = "option" if scheme is not None and scheme.rope_options else "scheme_option"
-    else:  # variants.py names RoPE's options rope_<option>
+    else:  # lab/variants.py names RoPE's options rope_<option>
         group = "five" if r.base in SCHEMES else "option" if r.base.startswith("rope_") else "scheme_option"
     return ("copy_" if r.copy else "") + group
 
@@ -988,10 +988,10 @@ def grouped_bars(ax, cells: list, series: dict, ylabel: str, title: str, top: fl
     ax.legend(handles=handles, fontsize=8, **legend)
 
 
-# ----------------------------------------------------------------------------- benchmark.py's figure
+# ----------------------------------------------------------------------------- experiments/benchmark.py's figure
 
 def benchmark(path, L, names, times, memory, device_type: str, title: str) -> None:
-    """Forward time and peak memory against length (benchmark.py's measurements: times {(scheme, T): s},
+    """Forward time and peak memory against length (experiments/benchmark.py's measurements: times {(scheme, T): s},
     memory {(scheme, "forward T"): bytes}), a row of two panels per group of at most MAX_LINES schemes:
     the five schemes (_group's "five"), then the others beside RoPE and ALiBi."""
     plt, MiB = _plt(), 2 ** 20

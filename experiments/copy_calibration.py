@@ -20,10 +20,10 @@ and copies what follows (Olsson et al. 2022, "In-context learning and induction 
 It appears abruptly after a plateau; this script measures whether the plateau ends inside
 our budget.
 
-    python copy_calibration.py                        # every mixture: ~5 min each, ~19 for *_4x (92 min, 2 cores)
-    python copy_calibration.py --mixtures synthetic   # one of them
-    python copy_calibration.py --quick                # smoke run under runs/quick/
-    python copy_calibration.py --redraw               # table and figure from results/copy_calibration.json
+    python experiments/copy_calibration.py                        # every mixture: ~5 min each, ~19 for *_4x (92 min, 2 cores)
+    python experiments/copy_calibration.py --mixtures synthetic   # one of them
+    python experiments/copy_calibration.py --quick                # smoke run under runs/quick/
+    python experiments/copy_calibration.py --redraw               # table and figure from results/copy_calibration.json
 
 Each finished mixture's record and final weights stay in runs/copy_calibration/ (a rerun reuses
 them); its row and curves are merged into results/copy_calibration.json, so a run of some
@@ -39,23 +39,27 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 from tqdm import tqdm
 
-import cli
+from lab import cli
 import tiny_lm
 from lab import atomic
 from lab import corpora
 from lab import devices
 from lab import lm_eval
-from copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
-from eval_common import (check_redraw, check_writable, corpus_mismatch, csv_text, fail, is_repo_results, json_to_redraw, read_json,
+from lab.copy_mixture import COPY_RECIPE, KEY_CHARS, copy_windows, key_ids_of, plant_window, random_row
+from lab.eval_common import (check_redraw, check_writable, corpus_mismatch, csv_text, fail, is_repo_results, json_to_redraw, read_json,
                          spread_blocks)
-from long_context import retrieval
-from tables import sync_table
+from lab.long_context import retrieval
+from lab.docsync.tables import sync_table
 from lab.options import full_config, make_config, make_model
-from training import random_windows, train
-from variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
+from lab.training import random_windows, train
+from lab.variants import QUICK_MODEL, QUICK_TRAIN, TrainConfig, run_dirs
 
 
 @dataclass(frozen=True)
@@ -229,7 +233,7 @@ def reuse(path: Path, mix: Mixture, tc: TrainConfig, mcfg: dict) -> dict:
 
 
 def real_run_changes(args, names, base: TrainConfig, mcfg: dict) -> list:
-    """How this run differs from the real one, in which `python copy_calibration.py` trains each
+    """How this run differs from the real one, in which `python experiments/copy_calibration.py` trains each
     mixture: the default rope model, the mixture's own schedule. [] if it is the real run."""
     real = argparse.Namespace(quick=False, steps=None)
     diff = [f"model={mcfg} (real run: {{'pos': 'rope'}})"] if mcfg != {"pos": "rope"} else []
@@ -271,7 +275,7 @@ def main(argv=None) -> int:
     out = Path(args.out or runs_dir / "copy_calibration")
     results = Path(args.results or results_dir)
     if args.redraw:
-        check_redraw([results / "copy_calibration.json"], cli.command("copy_calibration.py", argv))
+        check_redraw([results / "copy_calibration.json"], cli.command("experiments/copy_calibration.py", argv))
         check_writable(results, "--results")
         return redraw(results, args.pos, 4 if q else 32)
     try:
@@ -344,8 +348,8 @@ def redraw(results: Path, pos: str, trials: int) -> int:
     """copy_calibration.csv, .md and .png from results/copy_calibration.json alone. The file holds
     no run settings: pos and trials are this command's (--pos, and 32 trials, or 4 with --quick),
     as when the rows were made."""
-    import plots
-    data = json_to_redraw(results / "copy_calibration.json", "python copy_calibration.py")
+    from lab import plots
+    data = json_to_redraw(results / "copy_calibration.json", "python experiments/copy_calibration.py")
     rows = data["rows"]
     atomic.atomic_write_text(results / "copy_calibration.csv", csv_text(rows))
     table = markdown_table(rows, pos, trials, data.get("passkey"))
@@ -375,7 +379,7 @@ def markdown_table(rows, pos: str, trials: int, passkey: str = None) -> str:
                  f"on characters 2..K of 32 planted validation windows at the last step; own gain = first copy minus "
                  f"later copies; retrieval = long_context_test's passkey "
                  f"{probe}, "
-                 f"{trials} trials per distance. Produced by `python copy_calibration.py`.")
+                 f"{trials} trials per distance. Produced by `python experiments/copy_calibration.py`.")
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,6 @@ version) is refused there, with one line.
 import hashlib
 import re
 from pathlib import Path
-from lab import corpora
 
 PACKAGE = "sympy"
 GENERATED = ("polys/benchmarks/bench_solvers.py",)

@@ -2,7 +2,7 @@
 at every window length (evaluate), and one window scored whole against token by token through the
 KV cache (cached_vs_full).
 
-extrapolation_test.py reports both; recipe_ablation.py scores its models with evaluate on the
+extrapolation_test.py reports both; experiments/recipe_ablation.py scores its models with evaluate on the
 same characters. Per-position loss has one owner, lm_eval.token_losses; the blocks to score come
 from eval_common.spread_blocks.
 """
@@ -10,7 +10,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-import cli
+from lab import cli
 import tiny_lm
 from lab import lm_eval
 

@@ -1,11 +1,11 @@
 """The training loop every script trains with (tutorial: 观察指标): the batches (random_windows,
 and the copy family's curriculum, copy_batches), one optimizer step (train_step), one point of the
 loss curve (log_point), and train() around them, which can save and resume its state
-(train_state.py) and run data-parallel under torchrun.
+(lab/train_state.py) and run data-parallel under torchrun.
 
-train_compare.py trains the variants with it; recipe_ablation.py, copy_calibration.py and
-breakage_test.py train their own models with the same loop. The recipe itself (TrainConfig, the
-learning-rate schedule, the optimizer) is variants.py's.
+train_compare.py trains the variants with it; experiments/recipe_ablation.py, experiments/copy_calibration.py and
+experiments/breakage_test.py train their own models with the same loop. The recipe itself (TrainConfig, the
+learning-rate schedule, the optimizer) is lab/variants.py's.
 """
 import contextlib
 import signal
@@ -14,14 +14,14 @@ from dataclasses import replace
 
 import torch
 import torch.distributed as dist
-import cli
-import copy_mixture
+from lab import cli
+from lab import copy_mixture
 import tiny_lm
 from lab import lm_eval
 from lab.corpora import CorpusError
 from tiny_lm import TinyLM
-from train_state import Interrupted, RunConfig, StopRequest, restore, save_state, shard
-from variants import COPY_OF, TrainConfig, is_copy, lr_at, make_optimizer
+from lab.train_state import Interrupted, RunConfig, StopRequest, restore, save_state, shard
+from lab.variants import COPY_OF, TrainConfig, is_copy, lr_at, make_optimizer
 
 
 # ----------------------------------------------------------------------------- the recipe's pieces

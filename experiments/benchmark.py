@@ -13,8 +13,8 @@ Writes <results>/benchmark.md, .json and .png (atomically): results/ only for th
 default; on a GPU results/gpu/), a partial run runs/benchmark/, a --scheme-file's runs/custom/benchmark/. Unlike that article's
 run_benchmark: medians after a warm-up, not one cold call; the peak-memory counter reset per case; CPU memory.
 
-    python benchmark.py                # the full run, a few minutes on 2 cores: results/
-    python benchmark.py --lengths 4096 --schemes rope,alibi,kerple   # a partial run: runs/benchmark/
+    python experiments/benchmark.py                # the full run, a few minutes on 2 cores: results/
+    python experiments/benchmark.py --lengths 4096 --schemes rope,alibi,kerple   # a partial run: runs/benchmark/
 """
 import argparse
 import json
@@ -27,10 +27,14 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import sys as _sys
+from pathlib import Path as _Path
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))  # run as python experiments/NAME.py: the repository's modules
+
 import torch
 
-import cli
-import plots
+from lab import cli
+from lab import plots
 import schemes
 import tiny_lm
 from lab import atomic
@@ -39,9 +43,9 @@ from lab import lm_eval
 from lab.options import make_config, make_model
 from tiny_lm import TinyLM
 from attn_common import rows_per_chunk
-from eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
-from row_names import split_names
-from variants import run_dirs, scheme_config, schemes_of_flags
+from lab.eval_common import check_redraw, check_writable, custom_out, is_repo_results, json_to_redraw
+from lab.row_names import split_names
+from lab.variants import run_dirs, scheme_config, schemes_of_flags
 
 MiB = 2 ** 20
 
@@ -252,7 +256,7 @@ def build_report(cfg, machine: str, device_type: str, times, memory, hooks, tok_
            f"Model: {cfg.n_layer} layers, {cfg.n_head} heads, {cfg.n_embd} dims, vocabulary {cfg.vocab_size}. "
            f"Forward passes at batch 1 under torch.no_grad, median of {cfg.repeats} runs after {cfg.warmup} "
            f"warm-up, the schemes interleaved within every repetition.",
-           f"Command: `{' '.join(['python benchmark.py'] + argv)}`."]
+           f"Command: `{' '.join(['python experiments/benchmark.py'] + argv)}`."]
     out += md_section(cfg, "Forward time of the whole tiny LM (ms)", None, lambda s, T: ms(times[(s, T)]))
     out += md_section(cfg, "Peak memory of the whole-LM forward (MiB above the baseline)", f"Measured: {how}.",
                       lambda s, T: mem(s, f"forward {T}"))
@@ -352,7 +356,7 @@ def main(argv=None) -> int:
     cfg = parse_args(argv)
     out = Path(cfg.results)
     if "--redraw" in argv:  # measure nothing: the report and the figure from benchmark.json, checked first
-        check_redraw([out / "benchmark.json"], cli.command("benchmark.py", argv))
+        check_redraw([out / "benchmark.json"], cli.command("experiments/benchmark.py", argv))
         return check_writable(out, "--results") or redraw(out)
     try:
         device = devices.pick_device(cfg.device, mps=False)  # memory is measured on cuda or cpu only
@@ -387,7 +391,7 @@ def main(argv=None) -> int:
 
 def redraw(out: Path) -> int:
     """benchmark.md and benchmark.png from <out>/benchmark.json alone."""
-    d = json_to_redraw(out / "benchmark.json", "python benchmark.py")
+    d = json_to_redraw(out / "benchmark.json", "python experiments/benchmark.py")
     cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
     times, memory, hooks = ({(a, b): v for a, b, v in d[k]} for k in ("times", "memory", "hooks"))
     report = build_report(cfg, d["machine"], d["device_type"], times, memory, hooks, d["tok_s"], d["eval"], d["argv"])
@@ -395,7 +399,7 @@ def redraw(out: Path) -> int:
     atomic.atomic_write_text(out / "benchmark.md", report)
     plot(cfg, times, memory, out / "benchmark.png", d["device_type"])
     if is_repo_results(out):  # docs/field.md's cost table and the numbers of docs/benchmark.md's sentences
-        import tables
+        from lab.docsync import tables
         tables.sync_glance(out)
     return 0
 
