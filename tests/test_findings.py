@@ -1,5 +1,5 @@
 """lab/docsync/findings.py's rules on rows made here (each verdict, and the boundary of each threshold), and the
-pages that show them: docs/settings.md's table and the README's lines are what results/ gives."""
+pages that show them: docs/settings.md's table and docs/results.md's where-lines are what results/ gives."""
 import json
 from pathlib import Path
 
@@ -82,10 +82,10 @@ def _block(page: Path, name: str) -> str:
 
 
 def test_the_pages_show_what_results_give():
-    """docs/settings.md's table and the README's where-lines equal what lab/docsync/findings.py computes now."""
+    """docs/settings.md's table and docs/results.md's where-lines equal what lab/docsync/findings.py computes now."""
     got = findings.verdicts()  # read once: results/' JSON files are large
     assert _block(ROOT / "docs" / "settings.md", "settings") == findings.settings_table(got=got).strip(), \
         "docs/settings.md's table is stale: python extrapolation_test.py --redraw"
-    for fid in findings.README_LINES:
-        assert _block(ROOT / "README.md", f"where{fid}") == findings.where_line(fid, got=got).strip(), \
-            f"README's line under finding {fid} is stale: python extrapolation_test.py --redraw"
+    for fid in findings.WHERE_LINES:
+        assert _block(ROOT / "docs" / "results.md", f"where{fid}") == findings.where_line(fid, got=got).strip(), \
+            f"docs/results.md's line under finding {fid} is stale: python extrapolation_test.py --redraw"

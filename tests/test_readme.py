@@ -36,9 +36,9 @@ def test_tables_are_the_results_tables(name, script):
 
 def test_glance_table_is_computed_from_results():
     page, text = block("glance")
-    assert page.name == "README.md", "the glance table belongs in the README"
+    assert page.name == "results.md", "the glance table belongs on docs/results.md, beside the findings' detail"
     want = tables.glance_table(ROOT / "results").strip()
-    assert text == want, f"README's glance table differs from the one results/ gives:\n{want}"
+    assert text == want, f"docs/results.md's glance table differs from the one results/ gives:\n{want}"
     assert text.count("\n") >= 6, f"the glance table lost rows:\n{text}"
 
 

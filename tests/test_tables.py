@@ -1,4 +1,4 @@
-"""lab/docsync/tables.py, the README's computed tables: the glance table applies its stated rules, the copy family's
+"""lab/docsync/tables.py, the computed tables of the README and docs/: the glance table applies its stated rules, the copy family's
 table names each row's text twin, and tables are synced only into the repository's own pages.
 (That the pages hold what these give: test_readme.py.)"""
 import json
@@ -36,7 +36,7 @@ def test_glance_table_applies_the_stated_rules(tmp_path):
 
 
 def test_sync_table_writes_only_for_the_repository_results(tmp_path):
-    page = EC.HERE / "README.md"
+    page = EC.HERE / "docs" / "results.md"  # the page that holds the glance table
     before = page.read_text(encoding="utf-8")
     tables.sync_table("glance", "| a changed table |", tmp_path)  # not the repository's results/: no write
     assert page.read_text(encoding="utf-8") == before

@@ -1,4 +1,4 @@
-"""Where each lesson holds: the README's findings decided in every measured setting by rules written here.
+"""Where each lesson holds: the findings decided in every measured setting by rules written here.
 
 A lesson measured once is a statement about one size, one training length and one corpus. The
 settings, each a results folder that only real runs write:
@@ -19,7 +19,7 @@ character; L0 the training length; a scheme's ppl@L0 is the mean over the seeds 
   4. context: no text-trained model uses more than 192 characters of context on fixed targets: every
              model's effective context (lab/long_context.py) is below 448.
 A finding "holds", "fails" (or for 1b "reversed"/"tie") with its numbers, or is "not measured" there.
-tables.sync_settings writes the table into docs/settings.md and one line per finding into the README.
+tables.sync_settings writes the table into docs/settings.md and one line per finding under it in docs/results.md.
 """
 from pathlib import Path
 
@@ -132,20 +132,20 @@ def settings_table(root: Path = HERE, got: dict = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-# the README's line under each finding: its rules, the second and later named (finding 1 and its order)
-README_LINES = {"1": (("1", ""), ("1b", "RoPE before ALiBi")), "2": (("2", ""),), "4": (("4", ""),)}
+# docs/results.md's line under each finding: its rules, the second and later named (finding 1 and its order)
+WHERE_LINES = {"1": (("1", ""), ("1b", "RoPE before ALiBi")), "2": (("2", ""),), "4": (("4", ""),)}
 
 
 def where_line(fid: str, root: Path = HERE, got: dict = None) -> str:
-    """One line for the README under a finding (indented into its list item): the verdicts of its
+    """One line for docs/results.md under a finding (indented into its list item): the verdicts of its
     rules, setting by setting; the numbers are docs/settings.md's (got: verdicts(root), if known)."""
     got = got or verdicts(root)
     cells = []
     for label, _ in SETTINGS:
-        said = [got[rule][label][0] for rule, _ in README_LINES[fid]]
-        if all(v == "not measured" for v in said):  # the page lists it; the README names what was measured
+        said = [got[rule][label][0] for rule, _ in WHERE_LINES[fid]]
+        if all(v == "not measured" for v in said):  # the settings page lists it; this line names what was measured
             continue
-        cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(README_LINES[fid], said)))
+        cells.append(f"{label}: " + ", ".join(f"{name} {v}".strip() for (_, name), v in zip(WHERE_LINES[fid], said)))
     return "   *Where it holds:* " + " · ".join(cells) + "."
 
 

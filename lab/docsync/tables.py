@@ -42,7 +42,7 @@ def sync_table(name: str, table_md: str, results: Path) -> None:
 
 
 def glance_table(results: Path) -> str:
-    """The README's small table, computed from results/*.json by the rules stated under it.
+    """The table at a glance (docs/results.md), computed from results/*.json by the rules stated under it.
     The first six columns are the text-trained model's: breaks = ppl@4096 / ppl@256 > 1.2; uses
     context beyond 200 characters = effective context >= 448; passkey = exact match >= 50% at every
     d <= 200. The last two are its copy-trained twin's (<scheme>_copy, a separate model trained on
@@ -318,14 +318,14 @@ def field_cost_table(results: Path) -> str:
 
 def sync_settings(results: Path) -> None:
     """After a run wrote one of the settings' folders (results/, results/sympy, results/gpu): docs/settings.md's
-    table of the findings in every setting, the second corpus's own tables, and the README's lines on where
+    table of the findings in every setting, the second corpus's own tables, and docs/results.md's lines on where
     each finding holds (lab/docsync/findings.py)."""
     if not any(Path(results).resolve() == (HERE / folder).resolve() for _, folder in findings.SETTINGS):
         return
     repo = HERE / "results"
     got = findings.verdicts()  # every setting's folder, not only this one
     sync_table("settings", findings.settings_table(got=got), repo)
-    for fid in findings.README_LINES:
+    for fid in findings.WHERE_LINES:
         sync_table(f"where{fid}", findings.where_line(fid, got=got), repo)
     for name in ("extrapolation", "context_use"):  # the second corpus's tables, as its scripts wrote them
         md = repo / "sympy" / f"{name}.md"
