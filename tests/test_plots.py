@@ -1,5 +1,5 @@
 """lab/plots.py draws every figure from the committed results/*.json, and no figure has two data lines
-that look alike (plots.check_distinct) or a text outside the figure or on another's (plots.check_text);
+that look alike (plot_style.check_distinct) or a text outside the figure or on another's (plot_style.check_text);
 the headlines keep to 8 lines with plain tick labels. The figures of breakage_test, benchmark and
 visualize_rope follow the same rules."""
 import csv
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from lab import plot_style
 from lab import plots
 from lab import row_names
 import tiny_lm  # noqa: F401  (registers the field's schemes, whose colours the tests read alone too)
+from test_plot_style import _sharing_a_slot  # option sets that style() draws alike, drawn here in every figure
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -72,17 +74,17 @@ def checked(monkeypatch):
     figs = Saved()
 
     def save(fig, path, colours=False):
-        plots.check_distinct(fig, colours)
-        plots.check_text(fig)
+        plot_style.check_distinct(fig, colours)
+        plot_style.check_text(fig)
         figs.append(fig)
         figs.paths.append(Path(path))
-        plots._plt().close(fig)
+        plot_style._plt().close(fig)
     monkeypatch.setattr(plots, "save", save)
     return figs
 
 
 def _data_lines(ax):
-    return [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_gid() not in plots.EXEMPT]
+    return [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_gid() not in plot_style.EXEMPT]
 
 
 @pytest.mark.parametrize("name", FIGURES)
@@ -174,110 +176,6 @@ def test_retrieval_without_copy_trained_rows(tmp_path, checked):
     assert checked[0]._suptitle.get_text() == "Retrieval: is a 10-letter key copied from d characters back?"
 
 
-def _texts_figure(plt, **kw):
-    fig, axes = plt.subplots(1, 2, figsize=(6, 3), **kw)
-    for ax in axes:
-        ax.plot([0, 1], [0, 1])
-    return fig, axes
-
-
-def test_check_text_catches_a_text_outside_the_figure():
-    plt = plots._plt()
-    fig, (a, b) = _texts_figure(plt)
-    fig.tight_layout()
-    plots.check_text(fig)  # a laid-out figure passes
-    b.legend(["a legend beside the axes"], loc="upper left", bbox_to_anchor=(1.01, 1.0))  # past the right edge
-    with pytest.raises(ValueError, match=r"axes 1 legend \['a legend beside the axes'\] lies outside the figure"):
-        plots.check_text(fig)
-    b.get_legend().remove()
-    a.set_xlabel("x " * 200)  # a label far wider than the figure
-    with pytest.raises(ValueError, match="x-label .* lies outside the figure"):
-        plots.check_text(fig)
-    a.set_xlabel("x")
-    fig.text(0.5, 1.02, "above the top")
-    with pytest.raises(ValueError, match="figure text 'above the top' lies outside"):
-        plots.check_text(fig)
-    plt.close(fig)
-
-
-def test_check_text_catches_overlapping_titles():
-    plt = plots._plt()
-    fig, (a, b) = _texts_figure(plt)
-    fig.subplots_adjust(wspace=0.05)
-    a.set_title("a long title that runs on into the next panel", loc="left")
-    b.set_title("the next panel's title")
-    with pytest.raises(ValueError, match="left title 'a long title.*title .the next panel's title. overlap"):
-        plots.check_text(fig)
-    b.set_title("")
-    a.set_title("", loc="left")
-    a.set_title("short")
-    fig.suptitle("a suptitle of\nthree lines\nthat reaches the panels", y=0.95)
-    with pytest.raises(ValueError, match="suptitle .* and axes 0 .*title 'short' overlap"):
-        plots.check_text(fig)
-    plots._tight(fig)  # room under the suptitle
-    plots.check_text(fig)
-    plt.close(fig)
-
-
-def test_check_text_passes_texts_of_one_axes_and_touching_boxes():
-    """A legend over its own axes' text is the axes' business; boxes that touch within TEXT_TOLERANCE pass."""
-    plt = plots._plt()
-    fig, (a, b) = _texts_figure(plt)
-    a.text(0.05, 0.9, "a note under the legend", transform=a.transAxes)
-    a.legend(["line"], loc="upper left")
-    fig.tight_layout()
-    plots.check_text(fig)
-    page = fig.bbox
-    fig.text(1 + plots.TEXT_TOLERANCE / 2 / page.width, 0.5, "x", ha="right")  # 0.75 px past the right edge
-    plots.check_text(fig)
-    plt.close(fig)
-
-
-def test_check_distinct_raises_on_lookalike_lines():
-    plt = plots._plt()
-    fig, ax = plt.subplots()
-    ax.plot([0, 1], [0, 1], color="tab:blue", ls="--", marker="o", label="first")
-    ax.plot([0, 1], [1, 2], color="tab:blue", ls="--", marker="o", label="second")
-    with pytest.raises(ValueError, match="first.*second"):
-        plots.check_distinct(fig)
-    ax.lines[1].set_linestyle((0, (1, 1)))  # another dash pattern is enough
-    plots.check_distinct(fig)
-    plt.close(fig)
-
-
-def test_check_distinct_skips_reference_and_seed_lines():
-    plt = plots._plt()
-    fig, ax = plt.subplots()
-    plots._line(ax, [1, 2], [1, 2], "rope")
-    plots._ref(ax, "x", 1.5)
-    plots._ref(ax, "y", 1.5)
-    plots._line(ax, [1, 2], [2, 3], "rope [seed1]")
-    plots._line(ax, [1, 2], [3, 4], "alibi [seed1]")
-    plots.check_distinct(fig)
-    plt.close(fig)
-
-
-def test_the_rule():
-    yarn, ft = plots.style("rope+yarn"), plots.style("rope_ft_yarn")
-    assert yarn["ls"] == ft["ls"] and yarn["color"] != ft["color"], "a fine-tune shares its scaling's dash"
-    assert plots.style("rope")["color"] == plots.style("rope_copy")["color"] != plots.style("alibi")["color"]
-    assert plots.style("rope")["marker"] != plots.style("rope_copy")["marker"], "the marker tells copy-trained"
-    assert plots.style("alibi_ft")["color"] != plots.style("alibi")["color"], "a fine-tune has its own colour"
-    assert plots.style("rope_ft_none")["color"] != plots.style("rope_ft_yarn")["color"]
-    assert plots.style("irope (no temp)")["color"] != plots.style("irope")["color"], "a switch has its own colour"
-    assert plots.style("irope (no temp)")["ls"] != plots.style("irope")["ls"]
-    four = ["irope_copy", "irope_copy (no temp)", "irope_copy_notemp", "irope_copy_notemp (temp on)"]
-    assert {plots._group(n) for n in four} == {"copy_hybrid"}, "the temperature's four rows share one panel"
-    assert len({plots.style(n)["color"] for n in four}) == 4, [plots.style(n) for n in four]
-    assert plots.style("rope [seed2]") == plots.SEED_STYLE
-    names = {r["variant"] for d in ("extrapolation.json", "retrieval.json") for r in _json(d)["rows"]}
-    seen = {}
-    for n in sorted(n for n in names if " [" not in n):
-        key = (plots.style(n)["color"], str(plots.style(n)["ls"]), plots.style(n)["marker"])
-        assert key not in seen, f"{n} and {seen[key]} look alike"
-        seen[key] = n
-
-
 def test_other_scripts_follow_the_rule(tmp_path, checked):
     """breakage_test.make_plot on results/breakage.json, benchmark.plot on a small made-up
     measurement (its timings are not stored in results/), visualize_rope figures 1-4, small."""
@@ -310,21 +208,6 @@ def test_copy_curves_draws_every_copy_base_model_once(tmp_path, checked):
         assert drawn == want, f"column {col}: drawn {drawn}, want {want}"
 
 
-def test_a_scheme_with_options_is_drawn_as_its_scheme_darker_and_dashed():
-    """t5{scale=5.657} beside t5 and the sink rows of the field's panels: its scheme's colour, darker (not a
-    hashed spare colour another row may hold), and its own dash; the copy twin keeps its copy marker."""
-    opt, base = plots.style("t5{scale=5.657}"), plots.style("t5")
-    assert opt["color"] in [plots._darker(base["color"], f) for f in plots.OPTION_SHADES], opt
-    assert opt["ls"] in plots.OPTION_DASHES, opt
-    for a, b in (("fox{gate_bias=5.0}", "fox{decay_max=256.0}"), ("t5{scale=5.657}", "t5{scale=2.0}")):
-        assert plots.style(a) != plots.style(b), f"two option sets of one scheme drawn alike: {a}, {b}"
-    assert plots.style("fox{gate_bias=5.0}_copy")["marker"] == plots.style("fox_copy")["marker"]
-    looks = {n: tuple(map(str, plots.style(n).values())) for n in
-             ("t5", "t5{scale=5.657}", "alibi_sink", "rope_sink", "fox", "fox{gate_bias=5.0}", "fox{decay_max=256.0}",
-              "kerple", "fire", "xpos")}
-    assert len(set(looks.values())) == len(looks), looks
-
-
 def test_benchmark_figure_keeps_every_scheme_and_at_most_8_lines_a_panel(tmp_path, checked):
     """benchmark.plot with every registered scheme: each is drawn in both columns, and no panel holds more
     than MAX_LINES lines (the tutorial's five in one row, the rest beside RoPE and ALiBi in the next)."""
@@ -339,15 +222,6 @@ def test_benchmark_figure_keeps_every_scheme_and_at_most_8_lines_a_panel(tmp_pat
     for col in range(2):
         drawn = {ln.get_label() for ax in axes[col::2] for ln in _data_lines(ax)}
         assert drawn == set(cfg.schemes), f"column {col}: {sorted(set(cfg.schemes) - drawn)} not drawn"
-
-
-def _sharing_a_slot(scheme: str, option: str, k: int) -> list:
-    """k option sets of one scheme to which style() gives one look (the same hash slot), found by trying values."""
-    by = {}
-    for v in range(2, 200):
-        name = f"{scheme}{{{option}={v}.0}}"
-        by.setdefault(tuple(map(str, plots.style(name).values())), []).append(name)
-    return next(names[:k] for names in by.values() if len(names) >= k)
 
 
 def _draw_every_figure(names, tmp_path) -> None:
@@ -377,38 +251,22 @@ def test_option_sets_that_share_a_slot_are_drawn_apart_in_every_figure(tmp_path,
     """t5 and three option sets of it to which style() gives the same look (the crc32 slot): every figure function
     draws each in a look of its own (check_distinct passes; context use and retrieval: a colour of its own)."""
     same = _sharing_a_slot("t5", "scale", 3)
-    assert len({tuple(map(str, plots.style(n).values())) for n in same}) == 1, same  # the rule alone: one look
+    looks = {tuple(map(str, plot_style.style(n).values())) for n in same}
+    assert len(looks) == 1, same  # the rule alone: one look
     _draw_every_figure(["t5", *same], tmp_path)
     assert len(checked) == 9, f"{len(checked)} figures checked"
     for fig in checked:
         for ax in fig.axes:
-            lines = {ln.get_label().split(" (under")[0]: plots._line_key(ln) for ln in _data_lines(ax)}
+            lines = {ln.get_label().split(" (under")[0]: plot_style._line_key(ln) for ln in _data_lines(ax)}
             drawn = [n for n in lines if n.removesuffix("_copy") in same]
             assert len({lines[n] for n in drawn}) == len(drawn), f"{ax.get_title()!r}: {lines}"
-
-
-@pytest.mark.parametrize("k", [2, 3])
-@pytest.mark.parametrize("colours", [False, True])
-def test_option_sets_that_share_a_slot_are_drawn_apart(k, colours):
-    """The same at the level of the rule: drawn by _line into one axes, as every figure function draws, each of
-    the k option sets gets a look of its own under either rule (colours=True: context use and retrieval tell
-    lines apart by colour alone), and the first keeps style()'s own."""
-    from matplotlib.figure import Figure
-    same = _sharing_a_slot("t5", "scale", k)
-    for names in (["t5", *same], [f"{n}_copy" for n in ("t5", *same)]):
-        ax = Figure().add_subplot()
-        lines = [plots._line(ax, [1, 2], [1, 2], n, colours=colours) for n in names]
-        keys = [plots._line_key(ln)[:1] if colours else plots._line_key(ln) for ln in lines]
-        assert len(set(keys)) == len(keys), dict(zip(names, keys))
-        assert lines[1].get_color() == plots.style(names[1])["color"], "the first option set keeps its own look"
-        plots.check_distinct(ax.figure, colours)
 
 
 def test_a_scheme_holding_a_fixed_colour_is_drawn_apart_where_it_meets_that_line(tmp_path, checked):
     """A scheme may take a colour plots gives another line (YaRN's): registering it is not refused, and a figure
     that tells lines apart by colour alone draws it in another colour beside rope+yarn."""
     import schemes
-    schemes.register(schemes.Scheme("toy_purple", "nothing", colour=plots.COLOURS["yarn"]))
+    schemes.register(schemes.Scheme("toy_purple", "nothing", colour=plot_style.COLOURS["yarn"]))
     try:
         cs = [0, 16, 64]
         ctx = [{"variant": n, "effective_context": 16, **{f"c{c}": 2 - c / 100 + i / 50 for c in cs}}
@@ -417,7 +275,8 @@ def test_a_scheme_holding_a_fixed_colour_is_drawn_apart_where_it_meets_that_line
     finally:
         schemes.unregister("toy_purple")
     colours = {ln.get_label(): ln.get_color() for ln in _data_lines(checked[0].axes[0])}
-    assert colours["rope+yarn"] == plots.COLOURS["yarn"] and colours["toy_purple"] != plots.COLOURS["yarn"], colours
+    yarn = plot_style.COLOURS["yarn"]
+    assert colours["rope+yarn"] == yarn and colours["toy_purple"] != yarn, colours
 
 
 def test_options_of_a_scheme_without_ropes_tables_are_not_drawn_as_ropes_options():
