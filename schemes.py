@@ -62,7 +62,7 @@ The rest of the contract (Scheme's fields):
   * rope_options: it uses RoPE's tables (TinyLM builds them from rope_theta, rope_p, ...); the
     training-free scalings and the fine-tunes with a scaling apply to every scheme that says so.
   * colour: distinct among the registered schemes; None takes the first free one of SPARE_COLOURS. One that
-    lab/plots.py gives another line (a scaling's) is drawn apart from that line where the two meet (plots._line).
+    lab/plot_style.py gives another line (a scaling's) is drawn apart from that line where the two meet (plot_style._line).
   * Every model takes attention sinks (LabConfig.sinks, lab/options.py: one learned logit per head and layer, through
     the extra_logits path), whatever its scheme: rope_sink and alibi_sink are variants, not schemes.
 
@@ -143,7 +143,7 @@ _LISTENERS = []
 
 
 # A scheme registered without a colour takes the first of these that no registered scheme has (none of
-# them is a colour lab/plots.py gives another line); more schemes than spares must name their own.
+# them is a colour lab/plot_style.py gives another line); more schemes than spares must name their own.
 SPARE_COLOURS = ("#843c39", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#6b6ecf", "#e7969c")
 FILES = {}       # scheme name -> {"path", "sha256"} of the --scheme-file that registered it
 FIELD_DIR = Path(__file__).resolve().parent / "field"

@@ -186,7 +186,9 @@ def peak_memory(cfg: BenchConfig, device, bar) -> dict:
     """(scheme, "forward T" | "eval") -> bytes, each scheme in a fresh process forked from a server that
     imported torch and this file once (forkserver; a new interpreter would spend a second on torch)."""
     ctx, out, files = multiprocessing.get_context("forkserver"), {}, sorted({f["path"] for f in schemes.FILES.values()})
-    ctx.set_forkserver_preload(["benchmark"])
+    # preloaded by the name it is imported as (a preload that fails is skipped without a word, and every child
+    # then imports torch again: 8 s more for the --quick run's 13 schemes)
+    ctx.set_forkserver_preload(["experiments.benchmark"])
     with ctx.Pool(1, maxtasksperchild=1) as pool:  # a new child for every task; its exception is raised here
         for s in cfg.schemes:
             bar.set_description(f"memory of {s}")

@@ -123,3 +123,23 @@ def test_options_set_are_measured_tabulated_and_drawn(tmp_path):
     with pytest.raises(SystemExit) as e:
         benchmark.parse_args(["--quick", "--schemes", "rope,no_such_scheme"])
     assert e.value.code == 2
+
+
+def test_the_memory_children_fork_from_a_server_that_holds_this_module(monkeypatch):
+    """peak_memory's forkserver preloads the benchmark module by the name it is imported as: a preload that fails
+    is skipped without a word, and every child then imports torch again (8 s more for the --quick run)."""
+    import importlib.util
+    got = []
+
+    class Stop(Exception):
+        pass
+
+    class Context:
+        def set_forkserver_preload(self, names):
+            got.extend(names)
+            raise Stop
+    monkeypatch.setattr(benchmark.multiprocessing, "get_context", lambda kind: Context())
+    with pytest.raises(Stop):
+        benchmark.peak_memory(benchmark.BenchConfig(), "cpu", None)
+    assert benchmark.__name__ in got, f"the server preloads {got}, not {benchmark.__name__}"
+    assert all(importlib.util.find_spec(n) is not None for n in got), f"a preload that cannot be imported: {got}"
