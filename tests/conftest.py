@@ -90,6 +90,21 @@ def val_text():
 
 
 @pytest.fixture
+def unrasterised(monkeypatch):
+    """Call it to stop writing figures from then on: each figure a script draws is closed unwritten instead of
+    rasterised into a PNG (the slow half of a figure). For the reruns of a test whose checks are about something
+    else (a finished run skipped, rows merged); the figures themselves are checked in test_plots.py and
+    test_plot_style.py, and written by test_smoke_outputs.py's redraw."""
+    def off():
+        from lab import plot_style, plots
+        def close(fig, path, colours=False):
+            plot_style._plt().close(fig)
+        monkeypatch.setattr(plots, "save", close)
+        monkeypatch.setattr(plot_style, "save", close)
+    return off
+
+
+@pytest.fixture
 def refused(capsys):
     """refused(main, argv, code=2): a script's main(argv), run in this process, must exit with `code`
     (returned or raised as SystemExit) and write exactly one line on stderr, starting `error:` (a

@@ -49,7 +49,7 @@ def test_alphabets_rare_is_the_least_frequent():
 
 
 @pytest.mark.slow
-def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused):
+def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused, unrasterised):
     argv = ["--quick", "--mixtures", "digits_long,synthetic", "--out", str(tmp_path / "out"), "--results",
             str(tmp_path / "res")]
     assert CC.main(argv) == 0
@@ -61,6 +61,7 @@ def test_quick_run_outputs_and_bad_input(tmp_path, capsys, refused):
     saved = torch.load(tmp_path / "out" / "synthetic.pt", weights_only=True)
     model = make_model(make_config(**saved["config"]))
     model.load_state_dict(saved["model"])  # the final weights reload into the model they came from
+    unrasterised()  # the figure was written above; the reruns below check reuse and merged rows
     capsys.readouterr()
     assert CC.main(argv) == 0
     assert "reusing" in capsys.readouterr().err
