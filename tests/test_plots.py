@@ -83,24 +83,47 @@ def checked(monkeypatch):
     return figs
 
 
+DRAWN, _drawn = Path("drawn"), {}  # the figures of the committed results, drawn once per test process
+
+
+def drawn(name) -> Saved:
+    """Figure `name` drawn from the committed results once per process (the tests that read it share one worker:
+    the committed_figures group), as the checked fixture draws: each figure saved after check_distinct and
+    check_text passed on it (they raise on a clash), nothing rasterised; kept open for the tests to read.
+    Its paths are under DRAWN, never written."""
+    if name not in _drawn:
+        figs = Saved()
+
+        def save(fig, path, colours=False):
+            plot_style.check_distinct(fig, colours)
+            plot_style.check_text(fig)
+            figs.append(fig)
+            figs.paths.append(Path(path))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(plots, "save", save)
+            _draw(name, DRAWN / f"{name}.png")
+        _drawn[name] = figs
+    return _drawn[name]
+
+
 def _data_lines(ax):
     return [ln for ln in ax.get_lines() if ln.get_visible() and ln.get_gid() not in plot_style.EXEMPT]
 
 
+@pytest.mark.xdist_group("committed_figures")
 @pytest.mark.parametrize("name", FIGURES)
-def test_figure_from_committed_results(name, tmp_path, checked):
-    path = tmp_path / f"{name}.png"
-    _draw(name, path)
+def test_figure_from_committed_results(name):
+    figs, path = drawn(name), DRAWN / f"{name}.png"
     want = [path] + ([path.with_name(f"{name}_all.png")] if name in ("context_use", "retrieval") else [])
-    assert checked.paths == want, f"{name}: figures saved to {checked.paths}, expected {want} (a headline, then its _all)"
+    assert figs.paths == want, f"{name}: figures saved to {figs.paths}, expected {want} (a headline, then its _all)"
     if name != "ppl_vs_length_all":  # every row, by design
-        for ax in checked[0].axes:
+        for ax in figs[0].axes:
             assert len(_data_lines(ax)) <= plots.MAX_LINES, f"{name}, {ax.get_title()!r}: too many lines"
 
 
-def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
-    _draw("ppl_vs_length", tmp_path / "h.png")
-    (ax,) = checked[0].axes
+@pytest.mark.xdist_group("committed_figures")
+def test_headline_has_at_most_8_lines_and_plain_ticks():
+    (ax,) = drawn("ppl_vs_length")[0].axes
     labels = [ln.get_label() for ln in _data_lines(ax)]
     present = {r["variant"] for r in _json("extrapolation.json")["rows"]} & set(plots.headline())
     assert len(labels) <= 8 and set(labels) == present, labels
@@ -110,16 +133,17 @@ def test_headline_has_at_most_8_lines_and_plain_ticks(tmp_path, checked):
     assert len(set(colours)) == len(colours), f"each headline line has its own colour: {colours}"
 
 
-def test_context_use_headline_is_one_panel_of_distinct_colours(tmp_path, checked):
+@pytest.mark.xdist_group("committed_figures")
+def test_context_use_headline_is_one_panel_of_distinct_colours():
     """One axes, at most MAX_LINES lines each in its own colour, and a title whose number is the largest
     effective context of any row in the JSON."""
-    _draw("context_use", tmp_path / "c.png")
-    (ax,) = checked[0].axes
+    figs = drawn("context_use")
+    (ax,) = figs[0].axes
     colours = [ln.get_color() for ln in _data_lines(ax)]
     assert 0 < len(colours) <= plots.MAX_LINES and len(set(colours)) == len(colours), colours
     most = max(r["effective_context"] for r in _json("context_use.json")["rows"])
     assert f"more than {most} characters" in ax.get_title(), ax.get_title()
-    assert checked.paths[1] == tmp_path / "context_use_all.png", checked.paths
+    assert figs.paths[1] == DRAWN / "context_use_all.png", figs.paths
 
 
 def test_retrieval_panels(tmp_path, checked):
@@ -147,12 +171,12 @@ def test_retrieval_panels(tmp_path, checked):
     assert checked.paths[1] == tmp_path / "retrieval_all.png", checked.paths
 
 
-def test_retrieval_from_the_committed_results_reads_at_a_glance(tmp_path, checked):
+@pytest.mark.xdist_group("committed_figures")
+def test_retrieval_from_the_committed_results_reads_at_a_glance():
     """results/retrieval.json drawn: both figures pass check_text, each panel has at most MAX_LINES data lines,
     the titles are one line, the y label names the measure plainly; the headline has the five schemes and
     RETRIEVAL_FAR's rows."""
-    _draw("retrieval", tmp_path / "retrieval.png")
-    figs = checked
+    figs = drawn("retrieval")
     assert len(figs) == 2, "retrieval.png, then retrieval_all.png, each checked"
     for fig in figs:
         assert "\n" not in fig._suptitle.get_text(), f"a suptitle of more than one line: {fig._suptitle.get_text()!r}"
