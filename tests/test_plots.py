@@ -65,6 +65,15 @@ class Saved(list):
         super().__init__()
         self.paths = []
 
+    def save(self, fig, path, colours=False):
+        """plots.save's stand-in: check_distinct and check_text (they raise on a clash, failing the test), then
+        the figure is kept and closed unwritten. Nothing is rasterised, the slow half of a figure."""
+        plot_style.check_distinct(fig, colours)
+        plot_style.check_text(fig)
+        self.append(fig)
+        self.paths.append(Path(path))
+        plot_style._plt().close(fig)
+
 
 @pytest.fixture
 def checked(monkeypatch):
@@ -72,14 +81,7 @@ def checked(monkeypatch):
     a clash, failing the test). Nothing is rasterised, the slow half of a figure: the figure is closed
     unwritten and its path kept. test_smoke_outputs.py's redraw writes every figure of results/ as a PNG."""
     figs = Saved()
-
-    def save(fig, path, colours=False):
-        plot_style.check_distinct(fig, colours)
-        plot_style.check_text(fig)
-        figs.append(fig)
-        figs.paths.append(Path(path))
-        plot_style._plt().close(fig)
-    monkeypatch.setattr(plots, "save", save)
+    monkeypatch.setattr(plots, "save", figs.save)
     return figs
 
 
@@ -89,18 +91,12 @@ DRAWN, _drawn = Path("drawn"), {}  # the figures of the committed results, drawn
 def drawn(name) -> Saved:
     """Figure `name` drawn from the committed results once per process (the tests that read it share one worker:
     the committed_figures group), as the checked fixture draws: each figure saved after check_distinct and
-    check_text passed on it (they raise on a clash), nothing rasterised; kept open for the tests to read.
+    check_text passed on it (they raise on a clash), nothing rasterised; kept for the tests to read.
     Its paths are under DRAWN, never written."""
     if name not in _drawn:
         figs = Saved()
-
-        def save(fig, path, colours=False):
-            plot_style.check_distinct(fig, colours)
-            plot_style.check_text(fig)
-            figs.append(fig)
-            figs.paths.append(Path(path))
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(plots, "save", save)
+            mp.setattr(plots, "save", figs.save)
             _draw(name, DRAWN / f"{name}.png")
         _drawn[name] = figs
     return _drawn[name]
