@@ -78,7 +78,7 @@ def parse_args(argv=None):
                                                "runs/quick/synthetic with --quick, runs/custom/synthetic with a "
                                                "--scheme-file)")
     p.add_argument("--ckpt-dir", default=None, help="where each model is saved (default runs/synthetic; "
-                                                    "runs/quick/synthetic/ckpt with --quick)")
+                                                    "<--out>/ckpt with --quick or a --scheme-file)")
     p.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu) or a torch device name")
     p.add_argument("--batch-tokens", type=cli.integer(at_least=1), default=16384, help="tokens per scoring pass")
     p.add_argument("--quick", action="store_true", help="a tiny model and a few steps: a smoke test, not a result")
@@ -111,8 +111,8 @@ def parse_args(argv=None):
     except ValueError as e:
         fail(str(e))
     args.out = Path(out or (quick_out if args.quick else run_dirs()[1]))
-    args.ckpt_dir = Path(args.ckpt_dir or (quick_out / "ckpt" if args.quick else
-                                           "runs/custom/synthetic/ckpt" if mine else "runs/synthetic"))
+    # a smoke test's or a --scheme-file's models beside its tables; the real run's in runs/synthetic
+    args.ckpt_dir = Path(args.ckpt_dir or (args.out / "ckpt" if args.quick or mine else "runs/synthetic"))
     return args
 
 
@@ -200,6 +200,9 @@ def run_job(name: str, task: str, seed: int, args, device) -> tuple:
     made = {"recipe": recipe, "setting": setting(args), "config": asdict(model.cfg), "seed": seed,
             "command": cli.command(SCRIPT), "commit": git_commit(), "device": str(device), "torch": torch.__version__,
             "train_s": train_s, "final_train_loss": round(loss, 4), "checkpoint": str(path)}
+    pos = model.cfg.pos
+    if pos in schemes.FILES:  # a reader's scheme: which file, and its hash
+        made["scheme_file"] = dict(schemes.FILES[pos])
     return rows, made
 
 
@@ -315,8 +318,12 @@ def figure(res: dict, path: Path, splits, names=None) -> None:
     from lab import plot_style, plots
     plt = plot_style._plt()
     got = cells(res["rows"])
-    fig, axes = plt.subplots(1, len(splits), figsize=(3.6 * len(splits), 3.9), squeeze=False)
-    for ax, split in zip(axes[0], splits):
+    ncol = 2 if len(splits) == 4 else min(3, len(splits))
+    nrow = -(-len(splits) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.9 * ncol + 1.8, 3.3 * nrow), squeeze=False)
+    for ax in axes.flat[len(splits):]:
+        ax.set_visible(False)
+    for ax, split in zip(axes.flat, splits):
         task = SY.SPLITS[split][0]
         for v in sorted({v for v, s in got if s == split and (names is None or v in names)}, key=row_order):
             c = got[(v, split)]
@@ -335,12 +342,36 @@ def figure(res: dict, path: Path, splits, names=None) -> None:
         ax.set_xticklabels([str(x) for x in xs])
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("test length (characters)")
-        ax.set_title(split.replace("_", " "), fontsize=10)
+        ax.set_title(f"{split.replace('_', ' ')} (trained at {xs[0]})", fontsize=10)
         ax.axvline(xs[0], color="0.6", lw=0.8, ls="--", gid="ref")
-    axes[0][0].set_ylabel("accuracy on the answers")
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for row in axes:
+        row[0].set_ylabel("accuracy on the answers")
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       title="shaded: the seeds' 95% intervals", title_fontsize=7)
     fig.tight_layout()
     plots.save(fig, path)
+
+
+def recipe_table(res: dict) -> str:
+    """The recipe of each task as its models were trained (their provenance), with the models and their training
+    time: what docs/synthetic.md states."""
+    made = [m for k, m in res["provenance"].items() if not k.startswith(YARN + "/")]
+    lines = ["| task | L | test lengths | steps | batch | lr | warm-up | models | training, total |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for task in SY.TASKS:
+        ms = [m for m in made if m["checkpoint"].replace("\\", "/").split("/")[-2] == task]
+        if not ms:
+            continue
+        r = ms[0]["recipe"]
+        lines.append(f"| {task} | {r['L']} | {', '.join(str(k * r['L']) for k in SY.MULTIPLES[1:])} | {r['steps']} | "
+                     f"{r['batch_size']} | {r['lr']:g} | {r['warmup']} | {len(ms)} | "
+                     f"{sum(m['train_s'] for m in ms) / 60:.0f} min |")
+    devices_ = sorted({m["device"] for m in made})
+    cfg = made[0]["config"]
+    lines += ["", f"Model: TinyLM, {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}; "
+                  f"{len(made)} models trained on {', '.join(devices_)} in "
+                  f"{sum(m['train_s'] for m in made) / 3600:.1f} h of training in all (scoring not counted)."]
+    return "\n".join(lines)
 
 
 def redraw(out: Path) -> int:
@@ -356,6 +387,7 @@ def redraw(out: Path) -> int:
     figure(res, out / "synthetic_all.png", [s for s in SY.SPLITS if any(r["split"] == s for r in res["rows"])])
     sync_table("synthetic_claims", claims.claims_table(res["rows"]), out)
     sync_table("synthetic_generalise", claims.generalise_table(res["rows"]), out)
+    sync_table("synthetic_recipe", recipe_table(res), out)
     return 0
 
 

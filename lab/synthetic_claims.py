@@ -10,7 +10,8 @@ The rules:
     interval bound over v's seeds is at least HOLDS: "generalises to kL". 0 for a model that did not learn.
   * above(a, b, split, k): at kL, a is above b when every seed of a has its interval's lower bound above the upper
     bound of every seed of b; below, the other way; otherwise a tie. Rankings of rows with one seed say so.
-A claim is judged at 2L, one step outside the training length, where both rows learned the task.
+A claim is judged at 2L, one step outside the training length, where both rows learned the task; "not testable"
+where one did not, "not measured" where a row is not in the results yet.
 """
 LEARNED = 0.95   # accuracy at L: learned the task
 HOLDS = 0.90     # interval's lower bound at kL: still does it
@@ -22,13 +23,18 @@ def _rows(rows: list, v: str, split: str, k: int = None) -> list:
     return [r for r in rows if r["variant"] == v and r["split"] == split and (k is None or r["multiple"] == k)]
 
 
+def _task(split: str) -> str:
+    """The task a split belongs to (flip_flop_sparse -> flip_flop)."""
+    return split.split("_sparse")[0].split("_dense")[0]
+
+
 def learned(rows: list, v: str, task: str) -> bool:
     at_l = _rows(rows, v, task, 1)
     return bool(at_l) and all(r["accuracy"] >= LEARNED for r in at_l)
 
 
 def reach(rows: list, v: str, split: str) -> int:
-    task = split.split("_sparse")[0].split("_dense")[0]
+    task = _task(split)
     if not learned(rows, v, task):
         return 0
     best = 0
@@ -42,7 +48,7 @@ def reach(rows: list, v: str, split: str) -> int:
 
 def above(rows: list, a: str, b: str, split: str, k: int = AT) -> str:
     """"above", "below", "tie", or "not testable" (either did not learn its task, or a row is missing)."""
-    task = split.split("_sparse")[0].split("_dense")[0]
+    task = _task(split)
     ra, rb = _rows(rows, a, split, k), _rows(rows, b, split, k)
     if not (ra and rb and learned(rows, a, task) and learned(rows, b, task)):
         return "not testable"
@@ -66,10 +72,12 @@ def pairwise(rows: list, winners, losers, splits, k: int = AT) -> tuple:
     pair above; reversed: every pair below; not testable: a pair could not be compared; else mixed or tie."""
     got = [above(rows, a, b, s, k) for s in splits for a in winners for b in losers]
     evidence = "; ".join(f"{s} at {k}L: " + ", ".join(_acc(rows, v, s, k) for v in (*winners, *losers)) for s in splits)
-    if not got or "not testable" in got:
-        bad = sorted({v for s in splits for v in (*winners, *losers)
-                      if not learned(rows, v, s.split('_sparse')[0].split('_dense')[0])})
-        return "not testable", evidence + (f"; not learned at L: {', '.join(bad)}" if bad else "; rows missing")
+    missing = sorted({v for s in splits for v in (*winners, *losers) if not _rows(rows, v, s, k)})
+    if missing:
+        return "not measured", evidence + f"; no rows yet: {', '.join(missing)}"
+    if "not testable" in got:
+        bad = sorted({v for s in splits for v in (*winners, *losers) if not learned(rows, v, _task(s))})
+        return "not testable", evidence + f"; not learned at L: {', '.join(bad)}"
     verdict = ("holds" if all(g == "above" for g in got) else "reversed" if all(g == "below" for g in got)
                else "tie" if all(g == "tie" for g in got) else "mixed")
     return verdict, evidence
@@ -79,8 +87,10 @@ def glitches(rows: list, v: str = "rope") -> tuple:
     """Liu et al.'s flip-flop glitches: v, right in distribution (FFL(0.8) at L), errs more on the sparse or the
     dense split at L, the intervals apart."""
     base = _rows(rows, v, "flip_flop", 1)
-    if not base or not learned(rows, v, "flip_flop"):
-        return "not testable", f"{v} did not learn flip-flop at L" if base else "rows missing"
+    if not base:
+        return "not measured", f"no rows yet: {v}"
+    if not learned(rows, v, "flip_flop"):
+        return "not testable", f"{v} did not learn flip-flop at L"
     worse = [s for s in ("flip_flop_sparse", "flip_flop_dense")
              if _rows(rows, v, s, 1) and max(r["ci_high"] for r in _rows(rows, v, s, 1)) < min(r["ci_low"] for r in base)]
     evidence = ", ".join(f"{s} {_acc(rows, v, s, 1).split(' ', 1)[1]}" for s in ("flip_flop", "flip_flop_sparse",
@@ -124,7 +134,8 @@ def generalise_table(rows: list) -> str:
     """Rows: variants; columns: splits; a cell: the longest length the variant still does the task at (reach)."""
     splits = [s for s in ("flip_flop", "flip_flop_sparse", "flip_flop_dense", "mqar", "selective_copy", "reverse")
               if any(r["split"] == s for r in rows)]
-    names = list(dict.fromkeys(r["variant"] for r in rows))
+    seen = list(dict.fromkeys(r["variant"] for r in rows))
+    names = [v for v in (*CORE, "rope+yarn") if v in seen] + [v for v in seen if v not in (*CORE, "rope+yarn")]
     lines = ["| variant | seeds | " + " | ".join(splits) + " |", "|---|---|" + "---|" * len(splits)]
     for v in names:
         seeds = len({r["seed"] for r in rows if r["variant"] == v})

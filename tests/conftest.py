@@ -305,7 +305,8 @@ CHAIN = [["!train_compare.py", "--quick"],
          ["train_compare.py", *SHRUNK_PREVIEW, "--variants", "rope", "--out", "runs/preview_rope"]]
 INDEPENDENT = [["experiments/benchmark.py", "--quick", "--lengths", "16,40", "--repeats", "1"],  # read by test_benchmark.py
                ["experiments/breakage_test.py", "--quick", "--wo-steps", "5", "--lm-steps", "4"],  # read by test_breakage_test.py
-               ["experiments/recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"]]
+               ["experiments/recipe_ablation.py", "--quick", "--knobs", "baseline", "--schemes", "rope"],
+               ["experiments/synthetic_test.py", "--quick"]]  # read by test_synthetic.py
 # The commands in NOT_REAL choose no mode at all: the checkpoints they read are not real runs, and
 # that alone must keep them out of results/ (each says where it writes instead). The last one scores
 # a preview-shaped rope at the lengths and tokens of results/extrapolation.json, as a new user would:
@@ -347,7 +348,9 @@ def plugin_commands(scheme_files) -> list:
             ["experiments/benchmark.py", "--quick", *f, "--lengths", "16,40", "--repeats", "1", "--schemes", f"rope,{v}",
              "--results", f"{out}/benchmark"],
             ["experiments/breakage_test.py", "--quick", *f, "--wo-steps", "5", "--lm-steps", "4", "--wo-schemes", f"none,{v}",
-             "--lm-pos", "toy_qk", "--out", f"{out}/breakage"]]
+             "--lm-pos", "toy_qk", "--out", f"{out}/breakage"],
+            ["experiments/synthetic_test.py", "--quick", *f, "--variants", v, "--tasks", "flip_flop,reverse", "--out",
+             f"{out}/synthetic"]]
 
 
 PLUGINS = ("toy_forget", "toy_qk")  # tests/schemes/<name>.py, each registering the scheme of that name

@@ -80,7 +80,8 @@ def test_explicit_results_with_checkpoints_that_are_not_real_is_refused(quick_re
 
 REDRAW = [["train_compare.py", "--redraw"], ["extrapolation_test.py", "--redraw"], ["long_context_test.py", "--redraw"],
           ["experiments/copy_calibration.py", "--redraw"], ["experiments/recipe_ablation.py", "--redraw"], ["experiments/breakage_test.py", "--redraw"],
-          ["experiments/benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"], ["experiments/field_probes.py", "--redraw"]]
+          ["experiments/benchmark.py", "--redraw"], ["visualize_rope.py", "--redraw"], ["experiments/field_probes.py", "--redraw"],
+          ["experiments/synthetic_test.py", "--redraw"]]
 
 
 @pytest.mark.slow

@@ -1,0 +1,159 @@
+"""lab/synthetic.py and experiments/synthetic_test.py: the answers the loss and the score read, the fixed test
+sets, the score against a count made here from the texts, and the command (--quick, resuming, --redraw, bad
+input)."""
+import json
+import random
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments import synthetic_test as st  # noqa: E402
+from lab import synthetic as SY  # noqa: E402
+from lab import synthetic_tasks as S  # noqa: E402
+from lab.long_context import clopper_pearson  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: a second thread only adds overhead (and, beside a busy core, waits for it)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_encode_puts_each_answer_before_its_position():
+    rng = random.Random(0)
+    samples = [S.flip_flop(32, rng) for _ in range(5)]
+    x, y = SY.encode(samples, S.alphabet("flip_flop"))
+    vocab = S.alphabet("flip_flop")
+    for b, s in enumerate(samples):
+        assert "".join(vocab[i] for i in x[b]) == s.text
+        want = {i - 1: vocab.index(s.text[i]) for i in s.answers}
+        got = {i: int(v) for i, v in enumerate(y[b]) if v != SY.IGNORE}
+        assert got == want, (b, got, want)
+
+
+def test_test_set_is_fixed_and_large_enough():
+    x1, y1 = SY.test_set("mqar", 128)
+    x2, y2 = SY.test_set("mqar", 128)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2), "the same sequences for every model and run"
+    assert (y1 != SY.IGNORE).sum() >= SY.MIN_ANSWERS and x1.shape[0] >= SY.MIN_SEQUENCES
+    assert not torch.equal(SY.test_set("flip_flop", 64)[0], SY.test_set("flip_flop_sparse", 64)[0])
+    # the sparse split really is sparse: about 98% of the instructions between the first and last are ignores
+    xs, _ = SY.test_set("flip_flop_sparse", 256)
+    ops = xs[:, 2:-2:2]
+    share = (ops == S.alphabet("flip_flop").index("i")).float().mean().item()
+    assert abs(share - 0.98) < 0.01, share
+
+
+def test_batches_follow_the_generator_only():
+    make = SY.batches("reverse", 64, 4)
+    a = make(0, torch.Generator().manual_seed(5))
+    b = make(7, torch.Generator().manual_seed(5))
+    assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert not torch.equal(a[0], make(0, torch.Generator().manual_seed(6))[0])
+
+
+class Constant(torch.nn.Module):
+    """A stand-in model that predicts the character c everywhere."""
+
+    def __init__(self, vocab, c):
+        super().__init__()
+        self.V, self.i = len(vocab), vocab.index(c)
+
+    def forward(self, x):
+        logits = torch.zeros(*x.shape, self.V)
+        logits[..., self.i] = 1.0
+        return SimpleNamespace(logits=logits)
+
+
+def test_score_counts_the_answers_equal_to_the_prediction():
+    """A model that always says '0' is right on exactly the reads whose bit is 0, counted here from the texts."""
+    vocab = S.alphabet("flip_flop")
+    got = SY.score(Constant(vocab, "0"), "flip_flop", 128, batch_tokens=1000)
+    rng, right, answers, seqs = random.Random("synthetic/flip_flop/128"), 0, 0, 0
+    while answers < SY.MIN_ANSWERS or seqs < SY.MIN_SEQUENCES:
+        s = S.flip_flop(128, rng)
+        right += sum(s.text[i] == "0" for i in s.answers)
+        answers, seqs = answers + len(s.answers), seqs + 1
+    assert got == {"right": right, "answers": answers, "sequences": seqs}
+
+
+def test_plan_trains_seed_0_of_every_scheme_first():
+    args = SimpleNamespace(seeds=[0], core_seeds=[0, 1], schemes=["fox", "rope"], tasks=["mqar", "reverse"])
+    assert st.plan(args) == [("rope", "mqar", 0), ("rope", "reverse", 0), ("fox", "mqar", 0), ("fox", "reverse", 0),
+                             ("rope", "mqar", 1), ("rope", "reverse", 1)]
+
+
+# ----------------------------------------------------------------------------- the command
+
+QUICK = ["--quick", "--variants", "rope,none", "--tasks", "flip_flop,mqar"]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synthetic")
+    argv = [*QUICK, "--out", str(out), "--ckpt-dir", str(out / "ckpt")]
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # set up before _one_thread runs
+    try:
+        assert st.main(argv) == 0
+    finally:
+        torch.set_num_threads(old)
+    return out, argv
+
+
+def test_quick_rows_and_intervals(quick_run):
+    out, _ = quick_run
+    res = json.loads((out / "synthetic.json").read_text())
+    rows = res["rows"]
+    want = {(v, s, k) for v in ("rope", "none", "rope+yarn") for s in ("flip_flop", "flip_flop_sparse",
+                                                                      "flip_flop_dense", "mqar") for k in SY.MULTIPLES}
+    assert {(r["variant"], r["split"], r["multiple"]) for r in rows} == want
+    for r in rows:
+        lo, hi = clopper_pearson(r["right"], r["answers"])
+        assert abs(r["ci_low"] - lo) < 1e-4 and abs(r["ci_high"] - hi) < 1e-4, r
+        assert abs(r["accuracy"] - r["right"] / r["answers"]) < 1e-4, r
+    # rope+yarn at L is rope itself (factor 1); its provenance names the scaling
+    at_l = {(r["variant"], r["split"]): r["right"] for r in rows if r["multiple"] == 1}
+    assert at_l[("rope", "mqar")] == at_l[("rope+yarn", "mqar")]
+    assert "yarn" in res["provenance"]["rope+yarn/mqar/seed0"]["scaling"]
+    for name in ("synthetic.md", "synthetic.csv", "synthetic.png", "synthetic_all.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_rerun_trains_nothing_and_redraw_is_the_same(quick_run, capsys):
+    out, argv = quick_run
+    md = (out / "synthetic.md").read_text()
+    capsys.readouterr()
+    assert st.main(argv) == 0
+    said = capsys.readouterr().out
+    assert said.count("already") == 4, said
+    assert st.main([*argv, "--redraw"]) == 0
+    assert (out / "synthetic.md").read_text() == md
+
+
+@pytest.mark.parametrize("bad, says", [
+    (["--tasks", "copy"], "--tasks copy"), (["--variants", "ropey"], "--variants"), (["--seeds", "x"], "--seeds"),
+    (["--variants", "rope+yarn"], "rope+yarn"), (["--quick", "--out", "results"], "results/"),
+    (["--device", "nonsense"], "nonsense")])
+def test_bad_input_is_one_line_and_exit_2(bad, says, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        st.main([*bad, "--ckpt-dir", str(tmp_path / "ck")] + ([] if "--out" in bad else ["--out", str(tmp_path)]))
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "ck").exists(), "nothing trained"
+
+
+def test_corrupt_results_refused_before_training(tmp_path, capsys):
+    (tmp_path / "synthetic.json").write_text('{"rows": [NaN]}')
+    with pytest.raises(SystemExit) as e:
+        st.main([*QUICK, "--out", str(tmp_path), "--ckpt-dir", str(tmp_path / "ck")])
+    assert e.value.code == 2 and "NaN" in capsys.readouterr().err
+    assert not (tmp_path / "ck").exists()
