@@ -44,7 +44,7 @@ from lab import atomic
 from lab import devices
 from lab.checkpoint_io import save_checkpoint
 from lab.cli import fail
-from lab.docsync.tables import sync_table
+from lab.docsync.tables import sync_settings, sync_table
 from lab.eval_common import (check_redraw, check_writable, csv_text, custom_out, git_commit, int_list,
                              is_repo_results, json_to_redraw, read_json, scaling_at)
 from lab.long_context import clopper_pearson
@@ -325,17 +325,18 @@ def figure(res: dict, path: Path, splits, names=None) -> None:
         ax.set_visible(False)
     for ax, split in zip(axes.flat, splits):
         task = SY.SPLITS[split][0]
+        L = next(r["L"] for r in res["rows"] if r["split"] == split)
+        xs = [k * L for k in SY.MULTIPLES]
         for v in sorted({v for v, s in got if s == split and (names is None or v in names)}, key=row_order):
             c = got[(v, split)]
             ks = [k for k in SY.MULTIPLES if k in c]
-            xs = [c[k][0]["length"] for k in ks]
             mean = [sum(r["accuracy"] for r in c[k]) / len(c[k]) for k in ks]
             lo = [min(r["ci_low"] for r in c[k]) for k in ks]
             hi = [max(r["ci_high"] for r in c[k]) for k in ks]
             st = plot_style.style(v)
             ok = claims.learned(res["rows"], v, task)
-            ax.fill_between(xs, lo, hi, color=st["color"], alpha=0.12, lw=0)  # the seeds' intervals
-            ax.plot(xs, mean, label=v if ok else f"{v} (not learned)", lw=1.6 if ok else 0.8,
+            ax.fill_between([k * L for k in ks], lo, hi, color=st["color"], alpha=0.12, lw=0)  # the seeds' intervals
+            ax.plot([k * L for k in ks], mean, label=v if ok else f"{v} (not learned)", lw=1.6 if ok else 0.8,
                     ls=st["ls"] if ok else ":", marker=st["marker"], ms=4, color=st["color"])
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs)
@@ -383,11 +384,14 @@ def redraw(out: Path) -> int:
     atomic.atomic_write_text(out / "synthetic.md", markdown(res))
     atomic.atomic_write_text(out / "synthetic.csv", csv_text(csv_rows(res)))
     tasks = [s for s in ("flip_flop", "mqar", "selective_copy", "reverse") if any(r["split"] == s for r in res["rows"])]
-    figure(res, out / "synthetic.png", tasks, MAIN_LINES)
+    ours = set(schemes.names()) - set(schemes.FILES)
+    own = {r["variant"] for r in res["rows"]} - ours - {YARN}  # a reader's schemes (--scheme-file): drawn too
+    figure(res, out / "synthetic.png", tasks, (*MAIN_LINES, *sorted(own)))
     figure(res, out / "synthetic_all.png", [s for s in SY.SPLITS if any(r["split"] == s for r in res["rows"])])
     sync_table("synthetic_claims", claims.claims_table(res["rows"]), out)
     sync_table("synthetic_generalise", claims.generalise_table(res["rows"]), out)
     sync_table("synthetic_recipe", recipe_table(res), out)
+    sync_settings(out)  # docs/settings.md's finding 5 (lab/docsync/findings.py)
     return 0
 
 

@@ -62,6 +62,21 @@ def test_context_counts_text_models_only():
     assert findings.context([])[0] == "not measured"
 
 
+def test_tasks_needs_every_task_and_fails_on_a_scheme_that_keeps_them_all():
+    def rows(v, task, accs, split=None):
+        from lab.long_context import clopper_pearson
+        return [{"variant": v, "task": task, "split": split or task, "seed": 0, "L": 64, "multiple": k, "accuracy": a,
+                 "ci_low": clopper_pearson(round(a * 1000), 1000)[0], "ci_high": clopper_pearson(round(a * 1000), 1000)[1]}
+                for k, a in zip((1, 2, 4, 8), accs)]
+    some = [r for t in findings.TASKS[:3] for r in rows("alibi", t, [1.0, 0.99, 0.99, 0.99])]
+    assert findings.tasks(some)[0] == "not measured"
+    every = some + rows("alibi", "reverse", [1.0, 0.5, 0.1, 0.1]) + rows("rope", "reverse", [1.0, 0.95, 0.1, 0.1])
+    verdict, said = findings.tasks(every)
+    assert verdict == "holds" and "reverse rope" in said and "trained at 64" in said and "mqar alibi" in said, said
+    every += [r for t in findings.TASKS[:3] for r in rows("rope", t, [1.0, 0.99, 0.5, 0.5])]
+    assert findings.tasks(every)[0] == "fails", "rope keeps all four at 2L"
+
+
 def test_a_setting_without_its_folder_is_not_measured(tmp_path):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "extrapolation.json").write_text(json.dumps({"rows": base()}))

@@ -82,8 +82,8 @@ def test_a_scheme_file_goes_through_every_measure(quick_repo):
             f"- bidirectional / {toy_name}: left out, the scheme is causal only" in breakage, breakage[:1500]
         assert f"| bidirectional / {toy_name} |" not in breakage
         synthetic = json.loads((out / "synthetic" / "synthetic.json").read_text(encoding="utf-8"))["rows"]
-        assert {r["split"] for r in synthetic if r["variant"] == toy_name} == {
-            "flip_flop", "flip_flop_sparse", "flip_flop_dense", "reverse"}, f"synthetic.json: {toy_name}'s splits"
+        assert {(r["split"], r["multiple"]) for r in synthetic if r["variant"] == toy_name} == {
+            ("reverse", k) for k in (1, 2, 4, 8)}, f"synthetic.json: {toy_name}'s rows"
     figures = [res / f for f in ("train_curves.png", "ppl_vs_length.png", "context_use.png", "retrieval.png")]
     figures += [out / "benchmark" / "benchmark.png", out / "breakage" / "breakage.png", out / "synthetic" / "synthetic.png"]
     assert all(f.is_file() and f.read_bytes()[:4] == b"\x89PNG" for f in figures), [str(f) for f in figures]

@@ -18,6 +18,8 @@ character; L0 the training length; a scheme's ppl@L0 is the mean over the seeds 
              ppl@16 L0 / ppl@L0 > 1.2 (the glance table's rule; at the longest length scored if shorter).
   4. context: no text-trained model uses more than 192 characters of context on fixed targets: every
              model's effective context (lab/long_context.py) is below 448.
+  8. tasks:  past the training length no scheme keeps all four synthetic tasks (results/synthetic.json,
+             experiments/synthetic_test.py): none reaches 2L on every task by lab/synthetic_claims.reach.
 A finding "holds", "fails" (or for 1b "reversed"/"tie") with its numbers, or is "not measured" there.
 tables.sync_settings writes the table into docs/settings.md and one line per finding under it in docs/results.md.
 """
@@ -100,11 +102,30 @@ def context(ctx_rows: list) -> tuple:
     return ("fails" if users else "holds"), (f"{', '.join(users)} reach {most}" if users else f"largest {most}")
 
 
+TASKS = ("flip_flop", "mqar", "selective_copy", "reverse")  # lab/synthetic.TASKS, without importing torch
+
+
+def tasks(syn_rows: list) -> tuple:
+    """Finding 8: past the training length no scheme keeps all four synthetic tasks: none reaches 2L on every
+    task (lab/synthetic_claims.reach: every seed's interval at 90% or more up to 2L)."""
+    from lab import synthetic_claims
+    measured = [t for t in TASKS if any(r["task"] == t for r in syn_rows)]
+    if len(measured) < len(TASKS):
+        return "not measured", f"tasks measured: {', '.join(measured) or 'none'}"
+    names = list(dict.fromkeys(r["variant"] for r in syn_rows))
+    kept = {t: [v for v in names if synthetic_claims.reach(syn_rows, v, t) >= 2] for t in TASKS}
+    every = [v for v in names if all(v in kept[t] for t in TASKS)]
+    said = "; ".join(f"{t} {', '.join(kept[t]) or 'none'}" for t in TASKS)
+    L = syn_rows[0]["L"]  # the results/ folder is a setting's, but these tasks are not its corpus: say so
+    return ("fails" if every else "holds"), f"synthetic tasks, trained at {L}; kept at {2 * L}: {said}"
+
+
 FINDINGS = (("1", "Relative positions fit better at the training length", fit, "extrapolation"),
             ("1b", "RoPE fits better than ALiBi in every seed", order, "extrapolation"),
             ("2", "Learned, sinusoidal and plain RoPE break past the training length; ALiBi does not", breaks,
              "extrapolation"),
-            ("4", "No text-trained model uses more than 192 characters of context", context, "context_use"))
+            ("4", "No text-trained model uses more than 192 characters of context", context, "context_use"),
+            ("8", "Past the training length no scheme keeps all four synthetic tasks", tasks, "synthetic"))
 
 
 def verdicts(root: Path = HERE) -> dict:
