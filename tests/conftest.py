@@ -254,6 +254,11 @@ for cmd in sys.argv[1:]:
                 shutil.copytree(*args)
             elif script == "@digest":
                 pass
+            elif script == "@low-dpi":  # every later PNG drawn whole, checked, and written at DPI (args): cheap pixels
+                import matplotlib.figure
+                def savefig(self, *a, _save=matplotlib.figure.Figure.savefig, _dpi=int(args[0]), **kw):
+                    return _save(self, *a, **{**kw, "dpi": _dpi})
+                matplotlib.figure.Figure.savefig = savefig
             else:
                 sys.argv = [script, *args]
                 runpy.run_path(script, run_name="__main__")
@@ -387,7 +392,8 @@ def quick_repo(tmp_path_factory) -> QuickRepo:
     for name in PLUGINS:  # outside the checkout
         shutil.copy2(ROOT / "tests" / "schemes" / f"{name}.py", top / f"{name}.py")
     plugin = plugin_commands([top / f"{name}.py" for name in PLUGINS])
-    phases = {"start": [["@digest"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot,
+    # the figures of the smoke runs are drawn and checked whole and written at 50 dpi (what they show: test_plots.py)
+    phases = {"start": [["@digest"], ["@low-dpi", "50"]], "chain": CHAIN, "independent": INDEPENDENT, "snapshot": snapshot,
               "not_real": NOT_REAL, "refused": REFUSED, "plugin": plugin}
     ran = run_in_one(repo, phases)
     it = iter(ran)
