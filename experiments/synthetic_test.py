@@ -119,14 +119,16 @@ def parse_args(argv=None):
 # ----------------------------------------------------------------------------- the run
 
 def plan(args) -> list:
-    """The models to train, [(scheme, task, seed)]: seed 0 of every scheme first (the core five, then the field),
-    then the core five's other seeds."""
+    """The models to train, [(scheme, task, seed)]: seed 0 of every scheme first (the core five, then the field's
+    schemes the claims name, then the rest of the field), then the core five's other seeds."""
     jobs = []
     for seed in dict.fromkeys([*args.seeds, *args.core_seeds]):
         for name in args.schemes:
             if seed in (args.core_seeds if name in CORE else args.seeds):
                 jobs += [(name, task, seed) for task in args.tasks]
-    return sorted(jobs, key=lambda j: (j[2] != 0, j[2], j[0] not in CORE))  # stable: the given order within
+    def first(name):  # the core five, then the field's schemes that the papers' claims name, then the others
+        return 0 if name in CORE else 1 if name in claims.NAMED else 2
+    return sorted(jobs, key=lambda j: (j[2] != 0, j[2], first(j[0])))  # stable: the given order within
 
 
 def setting(args) -> dict:

@@ -98,6 +98,7 @@ def glitches(rows: list, v: str = "rope") -> tuple:
     return ("holds" if worse else "fails"), f"{v} at L: {evidence}"
 
 
+NAMED = ("t5", "cope", "stickbreaking", "fox")  # the field's schemes the claims below name
 SELECTIVE, STRINGS = ("selective_copy",), ("reverse", "selective_copy")
 # (source, their claim, their setting against ours, the rule)
 CLAIMS = (

@@ -86,9 +86,9 @@ def test_score_counts_the_answers_equal_to_the_prediction():
 
 
 def test_plan_trains_seed_0_of_every_scheme_first():
-    args = SimpleNamespace(seeds=[0], core_seeds=[0, 1], schemes=["fox", "rope"], tasks=["mqar", "reverse"])
+    args = SimpleNamespace(seeds=[0], core_seeds=[0, 1], schemes=["kerple", "fox", "rope"], tasks=["mqar", "reverse"])
     assert st.plan(args) == [("rope", "mqar", 0), ("rope", "reverse", 0), ("fox", "mqar", 0), ("fox", "reverse", 0),
-                             ("rope", "mqar", 1), ("rope", "reverse", 1)]
+                             ("kerple", "mqar", 0), ("kerple", "reverse", 0), ("rope", "mqar", 1), ("rope", "reverse", 1)]
 
 
 # ----------------------------------------------------------------------------- the command
