@@ -18,13 +18,7 @@ from lab import synthetic_tasks as S  # noqa: E402
 from lab.long_context import clopper_pearson  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: a second thread only adds overhead (and, beside a busy core, waits for it)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors (conftest.one_thread)
 
 
 def test_encode_puts_each_answer_before_its_position():
@@ -101,7 +95,7 @@ def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("synthetic")
     argv = [*QUICK, "--out", str(out), "--ckpt-dir", str(out / "ckpt")]
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # set up before _one_thread runs
+    torch.set_num_threads(1)  # set up before one_thread runs
     try:
         assert st.main(argv) == 0
     finally:
