@@ -139,7 +139,8 @@ def generalise_table(rows: list) -> str:
     names = [v for v in (*CORE, "rope+yarn") if v in seen] + [v for v in seen if v not in (*CORE, "rope+yarn")]
     lines = ["| variant | seeds | " + " | ".join(splits) + " |", "|---|---|" + "---|" * len(splits)]
     for v in names:
-        seeds = len({r["seed"] for r in rows if r["variant"] == v})
+        per = sorted({len({r["seed"] for r in _rows(rows, v, sp)}) for sp in splits if _rows(rows, v, sp)})
+        seeds = f"{per[0]}" if len(per) == 1 else f"{per[0]}-{per[-1]}"  # by task: the core five's come in later
         cell = {0: "not learned", 1: "L only"}
         lines.append(f"| {v} | {seeds} | " + " | ".join(cell.get(k := reach(rows, v, s), f"{k}L") if _rows(rows, v, s)
                                                          else "-" for s in splits) + " |")

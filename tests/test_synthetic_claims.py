@@ -87,3 +87,12 @@ def test_every_claim_is_decided_on_complete_rows():
         assert verdict in ("holds", "fails", "reversed", "tie", "mixed"), (claim, verdict, evidence)
     table = C.claims_table(rows)
     assert table.count("\n") == len(C.CLAIMS) + 1
+
+
+def test_generalise_table_cells_and_seeds_by_task():
+    rows = (curve("rope", "reverse", [1.0, 0.95, 0.5, 0.1]) + curve("rope", "mqar", [1.0, 0.5, 0.1, 0.1])
+            + curve("rope", "mqar", [1.0, 0.5, 0.1, 0.1], seed=1) + curve("none", "mqar", [0.5, 0.1, 0.1, 0.1])
+            + curve("fox", "mqar", [1.0, 0.99, 0.99, 0.99]))
+    lines = C.generalise_table(rows).splitlines()
+    assert lines[0] == "| variant | seeds | mqar | reverse |", lines[0]
+    assert lines[2:] == ["| none | 1 | not learned | - |", "| rope | 1-2 | L only | 2L |", "| fox | 1 | 8L | - |"], lines
