@@ -104,3 +104,11 @@ def test_the_pages_show_what_results_give():
     for fid in findings.WHERE_LINES:
         assert _block(ROOT / "docs" / "results.md", f"where{fid}") == findings.where_line(fid, got=got).strip(), \
             f"docs/results.md's line under finding {fid} is stale: python extrapolation_test.py --redraw"
+
+
+def test_the_readme_says_of_the_synthetic_tasks_what_finding_8_decides():
+    """The README's lesson 8 says no scheme keeps all four tasks: finding 8 must hold in results/."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    verdict, said = findings.verdicts()["8"]["CPU / Shakespeare"]
+    if "no scheme keeps all four synthetic tasks" in readme:
+        assert verdict == "holds", f"finding 8 {verdict} ({said}): the README's lesson 8 says otherwise"
