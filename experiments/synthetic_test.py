@@ -393,7 +393,10 @@ def redraw(out: Path) -> int:
     sync_table("synthetic_claims", claims.claims_table(res["rows"]), out)
     sync_table("synthetic_generalise", claims.generalise_table(res["rows"]), out)
     sync_table("synthetic_recipe", recipe_table(res), out)
-    sync_settings(out)  # docs/settings.md's finding 5 (lab/docsync/findings.py)
+    sync_settings(out)  # docs/settings.md's finding 8 (lab/docsync/findings.py)
+    if is_repo_results(out):  # the numbers inside sentences: README's lesson 8, docs/results.md's finding 8
+        from lab.docsync import prose_numbers
+        prose_numbers.sync(out)
     return 0
 
 
