@@ -42,7 +42,7 @@ import schemes
 import tiny_lm
 from lab import atomic
 from lab import devices
-from lab.checkpoint_io import save_checkpoint
+from lab.checkpoint_io import full_config, save_checkpoint
 from lab.cli import fail
 from lab.docsync.tables import sync_settings, sync_table
 from lab.eval_common import (check_redraw, check_writable, csv_text, custom_out, git_commit, int_list,
@@ -186,8 +186,12 @@ def run_job(name: str, task: str, seed: int, args, device) -> tuple:
     model = make_model(name, task, recipe, seed, args)
     path = args.ckpt_dir / task / f"{name}_seed{seed}.pt"
     t0 = time.perf_counter()
-    ck = torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
-    if ck and ck["extra"].get("recipe") == recipe and ck["config"] == asdict(model.cfg):
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True) if path.exists() else None
+    except Exception as e:  # a file cut off by a kill, or not a checkpoint: train again, and say so
+        print(f"{path} is not a checkpoint to reuse ({str(e).splitlines()[0][:120]}); training it again")
+        ck = None
+    if ck and ck.get("extra", {}).get("recipe") == recipe and ck.get("config") == full_config(model.cfg):
         model.load_state_dict(ck["model"])
         train_s, loss = ck["extra"]["train_s"], ck["losses"]["train_loss"][-1]
     else:

@@ -3,6 +3,7 @@ sets, the score against a count made here from the texts, and the command (--qui
 input)."""
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -131,6 +132,33 @@ def test_rerun_trains_nothing_and_redraw_is_the_same(quick_run, capsys, unraster
     said = capsys.readouterr().out
     assert said.count("already") == 4, said
     assert (out / "synthetic.md").read_text() == md, "the rerun's tables, drawn from synthetic.json, are the same"
+
+
+def test_a_saved_model_is_scored_again_not_trained_and_a_broken_one_is_trained(quick_run, tmp_path, capsys,
+                                                                               unrasterised):
+    """Rows lost from synthetic.json (a run stopped between saving a model and writing its rows) come back from
+    the checkpoint, the same numbers, with no training; a checkpoint that is not one is trained again."""
+    out, argv = quick_run
+    res = json.loads((out / "synthetic.json").read_text())
+    work = tmp_path / "out"
+    shutil.copytree(out, work)
+    lost = {k: v for k, v in res["provenance"].items() if k.startswith("none/")}
+    kept = {**res, "rows": [r for r in res["rows"] if r["variant"] != "none"],
+            "provenance": {k: v for k, v in res["provenance"].items() if k not in lost}}
+    (work / "synthetic.json").write_text(json.dumps(kept))
+    (work / "ckpt" / "mqar" / "none_seed0.pt").write_bytes(b"not a checkpoint")
+    unrasterised()
+    capsys.readouterr()
+    argv = [*QUICK, "--out", str(work), "--ckpt-dir", str(work / "ckpt")]
+    assert st.main(argv) == 0
+    said = capsys.readouterr()
+    assert "none on flip_flop, seed 0:" not in said.err, "the saved model was trained again"
+    assert "none on mqar, seed 0:" in said.err and "not a checkpoint to reuse" in said.out, said.out
+    again = json.loads((work / "synthetic.json").read_text())
+    def of(rows, split):
+        return sorted((r["variant"], r["length"], r["right"]) for r in rows if r["variant"] == "none" and r["split"] == split)
+    assert of(again["rows"], "flip_flop") == of(res["rows"], "flip_flop")
+    assert of(again["rows"], "mqar") == of(res["rows"], "mqar"), "the same recipe and seed train the same model"
 
 
 @pytest.mark.parametrize("bad, says", [
