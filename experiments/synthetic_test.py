@@ -342,7 +342,7 @@ def figure(res: dict, path: Path, splits, names=None) -> None:
             st = plot_style.style(v)
             ok = claims.learned(res["rows"], v, task)
             ax.fill_between([k * L for k in ks], lo, hi, color=st["color"], alpha=0.12, lw=0)  # the seeds' intervals
-            ax.plot([k * L for k in ks], mean, label=v if ok else f"{v} (not learned)", lw=1.6 if ok else 0.8,
+            ax.plot([k * L for k in ks], mean, label=v if ok else f"_{v}", lw=1.6 if ok else 0.8,
                     ls=st["ls"] if ok else ":", marker=st["marker"], ms=4, color=st["color"])
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs)
@@ -353,8 +353,17 @@ def figure(res: dict, path: Path, splits, names=None) -> None:
         ax.axvline(xs[0], color="0.6", lw=0.8, ls="--", gid="ref")
     for row in axes:
         row[0].set_ylabel("accuracy on the answers")
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                       title="shaded: the seeds' 95% intervals", title_fontsize=7)
+    # one legend for every panel: each row once, drawn as where it learned its task (a learned row has a label)
+    handles = {}
+    for ax in axes.flat:
+        for line in ax.get_lines():
+            name = line.get_label().lstrip("_")
+            if name in {r["variant"] for r in res["rows"]} and (name not in handles or not line.get_label().startswith("_")):
+                handles[name] = line
+    names_in = sorted(handles, key=row_order)
+    axes[0][-1].legend([handles[n] for n in names_in], names_in, fontsize=7, loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), title="shaded: the seeds' 95% intervals\n"
+                       "thin dotted: below 95% at L,\nthe task not learned", title_fontsize=7)
     fig.tight_layout()
     plots.save(fig, path)
 
