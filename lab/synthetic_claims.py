@@ -10,8 +10,9 @@ The rules:
     interval bound over v's seeds is at least HOLDS: "generalises to kL". 0 for a model that did not learn.
   * above(a, b, split, k): at kL, a is above b when every seed of a has its interval's lower bound above the upper
     bound of every seed of b; below, the other way; otherwise a tie. Rankings of rows with one seed say so.
-A claim is judged at 2L, one step outside the training length, where both rows learned the task; "not testable"
-where one did not, "not measured" where a row is not in the results yet.
+A claim is judged at 2L, one step outside the training length, on the tasks where every row it names learned
+the task (the others are listed as not testable); "not testable" where no task is left, "not measured" where a row
+is not in the results yet; a verdict that ranks a row with one seed ends in ", one seed".
 """
 LEARNED = 0.95   # accuracy at L: learned the task
 HOLDS = 0.90     # interval's lower bound at kL: still does it
@@ -68,19 +69,29 @@ def _acc(rows: list, v: str, split: str, k: int) -> str:
 
 
 def pairwise(rows: list, winners, losers, splits, k: int = AT) -> tuple:
-    """A claim "each of winners above each of losers on these splits at kL": (verdict, evidence). holds: every
-    pair above; reversed: every pair below; not testable: a pair could not be compared; else mixed or tie."""
-    got = [above(rows, a, b, s, k) for s in splits for a in winners for b in losers]
-    evidence = "; ".join(f"{s} at {k}L: " + ", ".join(_acc(rows, v, s, k) for v in (*winners, *losers)) for s in splits)
-    missing = sorted({v for s in splits for v in (*winners, *losers) if not _rows(rows, v, s, k)})
+    """A claim "each of winners above each of losers on these splits at kL": (verdict, evidence), judged on the
+    splits where every row named learned its task (the others are named as not testable). holds: every pair
+    above; reversed: every pair below; tie: every pair tied; else mixed. not testable: no split left;
+    not measured: a row is not in the results yet."""
+    named = (*winners, *losers)
+    evidence = "; ".join(f"{s} at {k}L: " + ", ".join(_acc(rows, v, s, k) for v in named) for s in splits)
+    missing = sorted({v for s in splits for v in named if not _rows(rows, v, s, k)})
     if missing:
         return "not measured", evidence + f"; no rows yet: {', '.join(missing)}"
-    if "not testable" in got:
-        bad = sorted({v for s in splits for v in (*winners, *losers) if not learned(rows, v, _task(s))})
-        return "not testable", evidence + f"; not learned at L: {', '.join(bad)}"
+    judged = [s for s in splits if all(learned(rows, v, _task(s)) for v in named)]
+    left_out = [s for s in splits if s not in judged]
+    if left_out:
+        bad = sorted({v for s in left_out for v in named if not learned(rows, v, _task(s))})
+        evidence += f"; not testable on {', '.join(left_out)} (not learned at L: {', '.join(bad)})"
+    if not judged:
+        return "not testable", evidence
+    got = [above(rows, a, b, s, k) for s in judged for a in winners for b in losers]
     verdict = ("holds" if all(g == "above" for g in got) else "reversed" if all(g == "below" for g in got)
                else "tie" if all(g == "tie" for g in got) else "mixed")
-    return verdict, evidence
+    one = any(len(_rows(rows, v, s, k)) == 1 for s in judged for v in named)
+    if one and verdict != "tie":  # a ranking that rests on one seed says so
+        verdict += ", one seed"
+    return verdict, evidence + (f"; judged on {', '.join(judged)}" if left_out else "")
 
 
 def glitches(rows: list, v: str = "rope") -> tuple:

@@ -57,14 +57,20 @@ def test_above_needs_every_seed_apart():
 def test_pairwise_verdicts():
     rows = (curve("none", "reverse", [1.0, 0.8, 0.5, 0.2]) + curve("rope", "reverse", [1.0, 0.2, 0.1, 0.1])
             + curve("none", "selective_copy", [1.0, 0.1, 0.1, 0.1]) + curve("rope", "selective_copy", [1.0, 0.6, 0.1, 0.1]))
-    assert C.pairwise(rows, ["none"], ["rope"], ["reverse"])[0] == "holds"
-    assert C.pairwise(rows, ["rope"], ["none"], ["reverse"])[0] == "reversed"
-    assert C.pairwise(rows, ["none"], ["rope"], ["reverse", "selective_copy"])[0] == "mixed"
+    assert C.pairwise(rows, ["none"], ["rope"], ["reverse"])[0] == "holds, one seed"
+    assert C.pairwise(rows, ["rope"], ["none"], ["reverse"])[0] == "reversed, one seed"
+    assert C.pairwise(rows, ["none"], ["rope"], ["reverse", "selective_copy"])[0] == "mixed, one seed"
+    seeded = rows + [dict(r, seed=s) for s in (1, 2) for r in rows]
+    assert C.pairwise(seeded, ["none"], ["rope"], ["reverse"])[0] == "holds", "three seeds each: no caveat"
     verdict, evidence = C.pairwise(rows, ["none", "t5"], ["rope"], ["reverse"])
     assert verdict == "not measured" and "no rows yet: t5" in evidence
     rows += curve("t5", "reverse", [0.9, 0.9, 0.9, 0.9])
     verdict, evidence = C.pairwise(rows, ["none", "t5"], ["rope"], ["reverse"])
     assert verdict == "not testable" and "not learned at L: t5" in evidence
+    # judged on the splits where every row learned: t5 did not learn reverse, so selective copy alone decides
+    rows += curve("t5", "selective_copy", [1.0, 0.1, 0.1, 0.1])
+    verdict, evidence = C.pairwise(rows, ["none", "t5"], ["rope"], ["reverse", "selective_copy"])
+    assert verdict == "reversed, one seed" and "not testable on reverse" in evidence and "judged on selective_copy" in evidence
     assert "none 0.80 (one seed)" in C.pairwise(rows, ["none"], ["rope"], ["reverse"])[1]
 
 
@@ -84,7 +90,7 @@ def test_every_claim_is_decided_on_complete_rows():
     rows = [r for v in names for s in splits for r in curve(v, s, [1.0, 0.6 if v == "rope" else 0.9, 0.5, 0.4])]
     for source, claim, _, rule in C.CLAIMS:
         verdict, evidence = rule(rows)
-        assert verdict in ("holds", "fails", "reversed", "tie", "mixed"), (claim, verdict, evidence)
+        assert verdict.split(",")[0] in ("holds", "fails", "reversed", "tie", "mixed"), (claim, verdict, evidence)
     table = C.claims_table(rows)
     assert table.count("\n") == len(C.CLAIMS) + 1
 
