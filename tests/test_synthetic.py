@@ -88,7 +88,7 @@ def test_plan_trains_seed_0_of_every_scheme_first():
 
 # ----------------------------------------------------------------------------- the command
 
-QUICK = ["--quick", "--variants", "rope,none", "--tasks", "flip_flop,mqar"]
+QUICK = ["--quick", "--variants", "rope", "--tasks", "flip_flop,mqar"]
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_quick_rows_and_intervals(quick_run):
     out, _ = quick_run
     res = json.loads((out / "synthetic.json").read_text())
     rows = res["rows"]
-    want = {(v, s, k) for v in ("rope", "none", "rope+yarn") for s in ("flip_flop", "flip_flop_sparse",
+    want = {(v, s, k) for v in ("rope", "rope+yarn") for s in ("flip_flop", "flip_flop_sparse",
                                                                       "flip_flop_dense", "mqar") for k in SY.MULTIPLES}
     assert {(r["variant"], r["split"], r["multiple"]) for r in rows} == want
     for r in rows:
@@ -130,7 +130,7 @@ def test_rerun_trains_nothing_and_redraw_is_the_same(quick_run, capsys, unraster
     capsys.readouterr()
     assert st.main(argv) == 0
     said = capsys.readouterr().out
-    assert said.count("already") == 4, said
+    assert said.count("already") == 2, said
     assert (out / "synthetic.md").read_text() == md, "the rerun's tables, drawn from synthetic.json, are the same"
 
 
@@ -142,21 +142,21 @@ def test_a_saved_model_is_scored_again_not_trained_and_a_broken_one_is_trained(q
     res = json.loads((out / "synthetic.json").read_text())
     work = tmp_path / "out"
     shutil.copytree(out, work)
-    lost = {k: v for k, v in res["provenance"].items() if k.startswith("none/")}
-    kept = {**res, "rows": [r for r in res["rows"] if r["variant"] != "none"],
+    lost = {k for k in res["provenance"] if k.split("/")[0] in ("rope", "rope+yarn")}
+    kept = {**res, "rows": [r for r in res["rows"] if r["variant"] not in ("rope", "rope+yarn")],
             "provenance": {k: v for k, v in res["provenance"].items() if k not in lost}}
     (work / "synthetic.json").write_text(json.dumps(kept))
-    (work / "ckpt" / "mqar" / "none_seed0.pt").write_bytes(b"not a checkpoint")
+    (work / "ckpt" / "mqar" / "rope_seed0.pt").write_bytes(b"not a checkpoint")
     unrasterised()
     capsys.readouterr()
     argv = [*QUICK, "--out", str(work), "--ckpt-dir", str(work / "ckpt")]
     assert st.main(argv) == 0
     said = capsys.readouterr()
-    assert "none on flip_flop, seed 0:" not in said.err, "the saved model was trained again"
-    assert "none on mqar, seed 0:" in said.err and "not a checkpoint to reuse" in said.out, said.out
+    assert "rope on flip_flop, seed 0:" not in said.err, "the saved model was trained again"
+    assert "rope on mqar, seed 0:" in said.err and "not a checkpoint to reuse" in said.out, said.out
     again = json.loads((work / "synthetic.json").read_text())
     def of(rows, split):
-        return sorted((r["variant"], r["length"], r["right"]) for r in rows if r["variant"] == "none" and r["split"] == split)
+        return sorted((r["variant"], r["length"], r["right"]) for r in rows if r["split"] == split)
     assert of(again["rows"], "flip_flop") == of(res["rows"], "flip_flop")
     assert of(again["rows"], "mqar") == of(res["rows"], "mqar"), "the same recipe and seed train the same model"
 
