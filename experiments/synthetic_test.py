@@ -138,6 +138,11 @@ def setting(args) -> dict:
             "min_sequences": q.get("min_sequences", SY.MIN_SEQUENCES), "quick": bool(args.quick)}
 
 
+def recipe_for(task: str, args) -> dict:
+    """The task's recipe as a dict, with --quick's changes: what a model is trained with and its rows record."""
+    return SY.recipe_of(task, QUICK["recipe"] if args.quick else None)
+
+
 def make_model(name: str, task: str, recipe: dict, seed: int, args) -> tiny_lm.TinyLM:
     torch.manual_seed(seed)
     cfg = tiny_lm.GPTConfig(vocab_size=len(S.alphabet(task)), train_len=recipe["L"], **scheme_config(name),
@@ -182,7 +187,7 @@ def done(res: dict, name: str, task: str, seed: int, recipe: dict) -> bool:
 
 def run_job(name: str, task: str, seed: int, args, device) -> tuple:
     """Train (or reload) one model and score it: (rows, provenance)."""
-    recipe = SY.recipe_of(task, QUICK["recipe"] if args.quick else None)
+    recipe = recipe_for(task, args)
     model = make_model(name, task, recipe, seed, args)
     path = args.ckpt_dir / task / f"{name}_seed{seed}.pt"
     t0 = time.perf_counter()
@@ -235,7 +240,7 @@ def main(argv=None) -> int:
     jobs = plan(args)
     t0 = time.perf_counter()
     for i, (name, task, seed) in enumerate(jobs, 1):
-        recipe = SY.recipe_of(task, QUICK["recipe"] if args.quick else None)
+        recipe = recipe_for(task, args)
         if done(res, name, task, seed, recipe):
             print(f"[{i}/{len(jobs)}] {name} on {task}, seed {seed}: in {path} already")
             continue
