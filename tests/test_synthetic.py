@@ -86,6 +86,22 @@ def test_plan_trains_seed_0_of_every_scheme_first():
                              ("kerple", "mqar", 0), ("kerple", "reverse", 0), ("rope", "mqar", 1), ("rope", "reverse", 1)]
 
 
+def test_recipe_table_counts_the_full_commands_models_in_results():
+    def made(name, task, seed, train_s):
+        return {"recipe": SY.recipe_of(task), "checkpoint": f"runs/synthetic/{task}/{name}_seed{seed}.pt",
+                "device": "cpu", "train_s": train_s, "config": {"n_layer": 4, "n_head": 4, "n_embd": 128}}
+    res = {"provenance": {"rope/mqar/seed0": made("rope", "mqar", 0, 1800.0),
+                          "rope+yarn/mqar/seed0": made("rope", "mqar", 0, 1800.0),  # scored, not trained: not counted
+                          "alibi/reverse/seed0": made("alibi", "reverse", 0, 1800.0)}}
+    full = [("rope", "mqar", 0), ("alibi", "reverse", 0), ("alibi", "mqar", 0)]
+    last = st.recipe_table(res, full).splitlines()[-1]
+    assert "2 of the full command's 3 models trained so far" in last and "1.0 h of training" in last, last
+    assert "all 2 models of the full command trained" in st.recipe_table(res, full[:2]).splitlines()[-1]
+    assert "2 models trained on cpu" in st.recipe_table(res).splitlines()[-1], "without a plan: the count alone"
+    rows = st.recipe_table(res, full).splitlines()[2:4]
+    assert [r.split(" | ")[0] for r in rows] == ["| mqar", "| reverse"] and rows[0].endswith("| 1 | 30 min |"), rows
+
+
 # ----------------------------------------------------------------------------- the command
 
 QUICK = ["--quick", "--variants", "rope", "--tasks", "flip_flop,mqar"]
