@@ -101,9 +101,9 @@ def _self_check() -> None:
     print("ok  counts stop at npos - 1")
 
 
-if schemes is not None and __name__ != "__main__":
+if schemes is not None and __name__ != "__main__":  # deep pink: apart from learned's orange, beside it in figures
     schemes.register(schemes.Scheme("cope", "score bias from q and k (gated counts)", __file__, build=_build,
-                                    score_bias=CoPE.score_bias, causal_only=True, colour="#e6550d"))
+                                    score_bias=CoPE.score_bias, causal_only=True, colour="#ff1493"))
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts
