@@ -169,7 +169,8 @@ def _self_check() -> None:
 if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("fox", "score bias from the input (forget gate)", __file__, build=_build,
                                     score_bias=ForgetGates.score_bias, causal_only=True, decay=("weight",),
-                                    options={"gate_bias": GATE_BIAS, "decay_max": 0.0}))
+                                    options={"gate_bias": GATE_BIAS, "decay_max": 0.0},
+                                    colour="#808000"))  # olive: apart from xPos's green
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

@@ -123,7 +123,7 @@ def _self_check() -> None:
 if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("selective", "Q/K rotation + score bias from q and k (selection)", __file__,
                                     build=_build, rotate_qk=Selective.rotate_qk, score_bias=Selective.score_bias,
-                                    rope_options=True, causal_only=True, colour="#31a354"))
+                                    rope_options=True, causal_only=True, colour="#20b2aa"))  # apart from sin's green
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

@@ -101,7 +101,7 @@ def _self_check() -> None:
 if schemes is not None and __name__ != "__main__":
     schemes.register(schemes.Scheme("stickbreaking", "score bias from q and k (stick-breaking)", __file__,
                                     build=_build, score_bias=StickBreaking.score_bias,
-                                    causal_only=True, colour="#756bb1"))
+                                    causal_only=True, colour="#4b0082"))  # apart from FIRE's blue-violet
 
 if __name__ == "__main__":
     import argparse  # --help prints this docstring; any argument is refused before the work starts

@@ -136,6 +136,15 @@ def _colour(key: str) -> str:
     return fixed or SPARE[zlib.crc32(key.encode()) % len(SPARE)]
 
 
+def colour_distance(a: str, b: str) -> float:
+    """How far apart two colours look, on 0-255 RGB: the "redmean" weighted distance,
+    sqrt((2 + r/256) dR^2 + 4 dG^2 + (2 + (255 - r)/256) dB^2) with r the mean red (black to white: about 765).
+    Below about 100, two lines of one panel are hard to tell apart by colour alone."""
+    (r1, g1, b1), (r2, g2, b2) = ([int(c.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)] for c in (a, b))
+    r = (r1 + r2) / 2
+    return ((2 + r / 256) * (r1 - r2) ** 2 + 4 * (g1 - g2) ** 2 + (2 + (255 - r) / 256) * (b1 - b2) ** 2) ** 0.5
+
+
 def _darker(hex_colour: str, f: float = 0.4) -> str:
     """hex_colour mixed with black: a fraction f of the way to it."""
     return "#" + "".join(f"{round(int(hex_colour[i:i + 2], 16) * (1 - f)):02x}" for i in (1, 3, 5))

@@ -164,3 +164,22 @@ def test_option_sets_that_share_a_slot_are_drawn_apart(k, colours):
         assert len(set(keys)) == len(keys), dict(zip(names, keys))
         assert lines[1].get_color() == plot_style.style(names[1])["color"], "the first option set keeps its own look"
         plot_style.check_distinct(ax.figure, colours)
+
+
+def test_colour_distance_against_hand_computed_values():
+    # black to white: sqrt((2 + 127.5/256) * 255^2 + 4 * 255^2 + (2 + 127.5/256) * 255^2) = 255 * sqrt(8.99609375)
+    cases = [("#000000", "#ffffff", 255 * 8.99609375 ** 0.5), ("#ff0000", "#ff0000", 0.0),
+             ("#000000", "#00ff00", 255 * 2.0), ("#000000", "#0000ff", 255 * (2 + 255 / 256) ** 0.5)]
+    for a, b, want in cases:
+        got = plot_style.colour_distance(a, b)
+        assert abs(got - want) < 1e-9 and abs(plot_style.colour_distance(b, a) - want) < 1e-9, (a, b, got, want)
+
+
+def test_registered_schemes_colours_are_not_lookalikes():
+    """A figure of the field draws every scheme in its own colour: no two registered colours closer than 100
+    (sin and selective were 68 apart, FIRE and stick-breaking 75, xPos and FoX 89, learned and CoPE 94)."""
+    import schemes
+    names = list(schemes.names())
+    near = min((plot_style.colour_distance(schemes.REGISTRY[a].colour, schemes.REGISTRY[b].colour), a, b)
+               for i, a in enumerate(names) for b in names[i + 1:])
+    assert near[0] >= 100, f"{near[1]} and {near[2]} are {near[0]:.0f} apart in colour"

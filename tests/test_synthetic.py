@@ -103,20 +103,12 @@ def test_recipe_table_counts_the_full_commands_models_in_results():
 
 
 def test_the_main_figures_lines_are_far_apart_in_colour():
-    """The main panel's lines are told apart by colour alone (one marker, solid): no two are lookalikes, by the
-    redmean distance on 0-255 RGB (learned's orange and CoPE's old #e6550d were 94 apart)."""
+    """The main panel's lines are told apart by colour alone (one marker, solid): no two are lookalikes
+    (learned's orange and CoPE's old #e6550d were 94 apart)."""
     from lab import plot_style
-
-    def rgb(c):
-        c = c.lstrip("#")
-        return [int(c[i:i + 2], 16) for i in (0, 2, 4)]
-
-    def redmean(a, b):
-        (r1, g1, b1), (r2, g2, b2) = rgb(a), rgb(b)
-        m = (r1 + r2) / 2
-        return ((2 + m / 256) * (r1 - r2) ** 2 + 4 * (g1 - g2) ** 2 + (2 + (255 - m) / 256) * (b1 - b2) ** 2) ** 0.5
     colour = {n: plot_style.style(n)["color"] for n in st.MAIN_LINES}
-    near = min((redmean(colour[a], colour[b]), a, b) for i, a in enumerate(st.MAIN_LINES) for b in st.MAIN_LINES[i + 1:])
+    near = min((plot_style.colour_distance(colour[a], colour[b]), a, b)
+               for i, a in enumerate(st.MAIN_LINES) for b in st.MAIN_LINES[i + 1:])
     assert near[0] >= 120, f"{near[1]} and {near[2]} are {near[0]:.0f} apart in colour: {colour}"
 
 
