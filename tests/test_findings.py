@@ -75,6 +75,9 @@ def test_tasks_needs_every_task_and_fails_on_a_scheme_that_keeps_them_all():
     assert verdict == "holds" and "reverse rope" in said and "trained at 64" in said and "mqar alibi" in said, said
     every += [r for t in findings.TASKS[:3] for r in rows("rope", t, [1.0, 0.99, 0.5, 0.5])]
     assert findings.tasks(every)[0] == "fails", "rope keeps all four at 2L"
+    lost = every[:-4] + rows("rope", "selective_copy", [1.0, 0.5, 0.5, 0.5]) + rows("none", "mqar", [1.0, 0.99, 0.5, 0.5])
+    said = findings.tasks([r for r in lost if not (r["task"] == "selective_copy" and r["variant"] == "alibi")])[1]
+    assert "selective_copy no scheme" in said and "mqar alibi, rope, none" in said, "no scheme is not NoPE: " + said
 
 
 def test_a_setting_without_its_folder_is_not_measured(tmp_path):

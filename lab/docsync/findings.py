@@ -115,7 +115,7 @@ def tasks(syn_rows: list) -> tuple:
     names = list(dict.fromkeys(r["variant"] for r in syn_rows))
     kept = {t: [v for v in names if synthetic_claims.reach(syn_rows, v, t) >= 2] for t in TASKS}
     every = [v for v in names if all(v in kept[t] for t in TASKS)]
-    said = "; ".join(f"{t} {', '.join(kept[t]) or 'none'}" for t in TASKS)
+    said = "; ".join(f"{t} {', '.join(kept[t]) or 'no scheme'}" for t in TASKS)  # "none" is NoPE's name
     L = syn_rows[0]["L"]  # the results/ folder is a setting's, but these tasks are not its corpus: say so
     return ("fails" if every else "holds"), f"synthetic tasks, trained at {L}; kept at {2 * L}: {said}"
 
