@@ -394,9 +394,9 @@ def recipe_table(res: dict, planned: list | None = None) -> str:
     if planned is None:
         trained = f"{len(made)} models trained"
     else:
-        done = sum(f"{n}/{t}/seed{s}" in res["provenance"] for n, t, s in planned)
-        trained = (f"all {len(planned)} models of the full command trained" if done == len(planned) else
-                   f"{done} of the full command's {len(planned)} models trained so far")
+        have = sum(f"{n}/{t}/seed{s}" in res["provenance"] for n, t, s in planned)  # not done(): any recipe counts
+        trained = (f"all {len(planned)} models of the full command trained" if have == len(planned) else
+                   f"{have} of the full command's {len(planned)} models trained so far")
     lines += ["", f"Model: TinyLM, {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}; "
                   f"{trained} on {', '.join(devices_)} in {hours:.1f} h of training in all (scoring not counted)."]
     return "\n".join(lines)
