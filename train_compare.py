@@ -284,6 +284,7 @@ def planned_checkpoints(args, names, settings) -> dict:
                 raise CheckpointError(f"{parent} records no training settings to fine-tune from; retrain it")
             cfg, tc = finetune_setup(name, pk["config"], pk["extra"]["train_config"])
         cks[out / f"{name}.pt"] = {"config": cfg, "extra": {"variant": name, "train_config": asdict(tc),
+                                                            "provenance": {"amp": settings["amp"]},
                                                             **scheme_file_of(name)}}
     return cks
 
@@ -387,7 +388,7 @@ def train_one(name, args, argv, names, settings, data, device, say, error) -> in
     extra = {"train_config": asdict(tc), "variant": name, "data": "copy" if is_copy(name) else "text",
              "corpus": fingerprint, "wall_s": round(wall, 1), "parent_step": parent_step,
              "tokens": tc.steps * tc.batch_size * tc.seq_len,
-             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py", device.type),
+             "provenance": training_provenance(argv, data[4], tc.seed, "train_compare.py", device.type, settings["amp"]),
              **scheme_file_of(name)}
     if rank == 0:
         checkpoint_io.save_checkpoint(path, model.cpu(), vocab, parent_step + tc.steps, hist, extra)

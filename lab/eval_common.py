@@ -137,14 +137,28 @@ def check_writable(folder: Path, flag: str) -> None:
         fail(f"{flag} {folder}: cannot write in {probe} ({e.strerror or e}); pass a folder you can write to")
 
 
+# results/<folder> that the --preset gpu real runs write, and the autocast each holds (bigger_runs.md)
+REAL_GPU_FOLDERS = {"gpu": "bf16", "gpu/amp_off": "off"}
+
+
+def real_results_setting(results) -> Optional[tuple]:
+    """(corpus, preset, amp) of the real runs the folder `results` holds: the repository's results/
+    (the default corpus, the CPU recipe, no autocast), results/NAME (a named corpus of corpora.CORPORA),
+    results/gpu (the gpu preset under bf16), results/gpu/amp_off (the preset with --amp off) and
+    results/gpu/NAME; None for any other folder, which takes any checkpoint."""
+    here, top = Path(results).resolve(), (HERE / "results").resolve()
+    named = [n for n in corpora.CORPORA if n != corpora.DEFAULT_NAME]
+    real = {top: (corpora.DEFAULT_NAME, None, "off"), **{top / n: (n, None, "off") for n in named},
+            **{top / f: (corpora.DEFAULT_NAME, "gpu", amp) for f, amp in REAL_GPU_FOLDERS.items()},
+            **{top / "gpu" / n: (n, "gpu", REAL_GPU_FOLDERS["gpu"]) for n in named}}
+    return real.get(here)
+
+
 def real_results_corpus(results) -> Optional[str]:
-    """The corpus whose real runs the folder `results` holds: the default for the repository's
-    results/, NAME for results/NAME (a named corpus of corpora.CORPORA); None for any other folder."""
-    here = Path(results).resolve()
-    if here == (HERE / "results").resolve():
-        return corpora.DEFAULT_NAME
-    return next((n for n in corpora.CORPORA if n != corpora.DEFAULT_NAME and here == (HERE / "results" / n).resolve()),
-                None)
+    """The corpus whose real runs the folder `results` holds (real_results_setting): the default for the
+    repository's results/ and results/gpu, NAME for results/NAME and results/gpu/NAME; None for any other folder."""
+    setting = real_results_setting(results)
+    return setting[0] if setting else None
 
 
 def corpus_mismatch(corpus, results=None) -> list:
@@ -164,18 +178,21 @@ def results_for_checkpoints(results: Path, explicit: bool, checkpoints: dict, fa
     `also` that hold for every checkpoint, e.g. corpus_mismatch), the output goes to fallback
     (default <its folder>/results) with a one-line note, or, if results was given explicitly,
     ValueError with one line naming the checkpoint and how it differs."""
-    if real_results_corpus(results) is None:  # results/ or results/<corpus>: only real runs write there
+    setting = real_results_setting(results)
+    if setting is None:  # results/, results/<corpus>, results/gpu...: only real runs write there
         return Path(results), None
+    _, preset, amp = setting
+    shown = Path(results).resolve().relative_to(HERE.resolve()).as_posix() + "/"
     for path, ck in checkpoints.items():
-        diff = list(also) + real_run_mismatch(Path(path).stem, ck)
+        diff = list(also) + real_run_mismatch(Path(path).stem, ck, preset, amp)
         if not diff:
             continue
         why = f"{path} is not a real run ({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''})"
         if explicit:
-            raise ValueError(f"{why}, and results/ holds only real runs; pass another {flag}, or leave it "
+            raise ValueError(f"{why}, and {shown} holds only real runs; pass another {flag}, or leave it "
                              f"out to write beside the checkpoints")
         fallback = Path(fallback) if fallback else Path(path).parent / "results"
-        return fallback, f"note: {why}: writing to {fallback}/ instead of results/"
+        return fallback, f"note: {why}: writing to {fallback}/ instead of {shown}"
     return Path(results), None
 
 
@@ -369,14 +386,16 @@ def git_commit() -> str:
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def training_provenance(argv, corpus_sha256: str, seed: int, script: str = None, device=None) -> dict:
+def training_provenance(argv, corpus_sha256: str, seed: int, script: str = None, device=None, amp=None) -> dict:
     """What a checkpoint records of how it was made, beside its config and train_config: the
     command (`python <script> <argv>`), the commit, the full SHA-256 of the corpus text (train + validation),
-    and the device it trained on (the same recipe on a GPU rounds differently from the CPU)."""
+    the device it trained on (the same recipe on a GPU rounds differently from the CPU) and the autocast
+    of its forward (amp: "off" or "bf16"; absent in checkpoints from before it was kept, which ran "off")."""
     args = sys.argv[1:] if argv is None else list(argv)
     script = script or Path(sys.argv[0]).name
     return {"command": " ".join(["python", script, *args]).strip(), "commit": git_commit(),
-            "corpus_sha256": corpus_sha256, "seed": seed, **({"device": str(device)} if device is not None else {})}
+            "corpus_sha256": corpus_sha256, "seed": seed, **({"device": str(device)} if device is not None else {}),
+            **({"amp": amp} if amp is not None else {})}
 
 
 def provenance_of(ck: dict) -> dict:
@@ -389,7 +408,7 @@ def provenance_of(ck: dict) -> dict:
     return {"config": dict(ck.get("config") or {}), "train": dict(train),
             "seed": made.get("seed", train.get("seed", UNKNOWN)),
             **{k: made.get(k, UNKNOWN) for k in ("command", "commit", "corpus_sha256")},
-            **({"device": made["device"]} if "device" in made else {}),  # absent: a checkpoint from before it was kept
+            **{k: made[k] for k in ("device", "amp") if k in made},  # absent: a checkpoint from before it was kept
             **({"corpus": name} if (name := corpus_of_sha(made.get("corpus_sha256"))) not in (None, corpora.DEFAULT_NAME)
                else {})}  # a named corpus other than the default: its name beside its hash
 

@@ -439,22 +439,30 @@ def build_variant(name: str, model_kw: dict, tc: TrainConfig, seed: int, out: Pa
 
 # ----------------------------------------------------------------------------- what a real run is
 
-def real_run(name: str, vocab_size: int) -> tuple:
+def real_run(name: str, vocab_size: int, preset: str = None) -> tuple:
     """(GPTConfig fields, TrainConfig fields) of the real run of a variant, the one results/ holds:
     the default model with the variant's overrides, TrainConfig() (COPY_STEPS steps for the copy
-    family), and for a fine-tune the setup finetune_setup derives from its parent's real run."""
+    family), and for a fine-tune the setup finetune_setup derives from its parent's real run.
+    preset "gpu": the real run results/gpu/ holds, the preset's model and recipe (the copy family's
+    too: a preset sets the steps), as train_compare.py --preset gpu builds them."""
     if name in FINETUNES:
-        cfg, tc = finetune_setup(name, *real_run(FINETUNES[name]["parent"], vocab_size))
+        cfg, tc = finetune_setup(name, *real_run(FINETUNES[name]["parent"], vocab_size, preset))
         return cfg, asdict(tc)
+    if preset:
+        tc = replace(TrainConfig(), **PRESETS[preset]["train"])
+        model_kw = {"vocab_size": vocab_size, "train_len": tc.seq_len, **PRESETS[preset]["model"]}
+        return full_config(variant_config(name, model_kw)), asdict(tc)
     tc = replace(TrainConfig(), steps=COPY_STEPS) if name in COPY_OF else TrainConfig()
     return full_config(variant_config(name, {"vocab_size": vocab_size})), asdict(tc)
 
 
-def real_run_mismatch(name: str, ckpt: dict) -> list:
-    """How checkpoint `ckpt`, found as <name>.pt, differs from the real run of variant `name`:
-    ["n_layer=2 (real run: 4)", ...], GPTConfig fields first; [] for a real run. The seed may
+def real_run_mismatch(name: str, ckpt: dict, preset: str = None, amp: str = "off") -> list:
+    """How checkpoint `ckpt`, found as <name>.pt, differs from the real run of variant `name`
+    (of `preset`'s, for results/gpu; trained under autocast `amp`):
+    ["n_layer=2 (real run: 4)", ...], GPTConfig fields first, amp last; [] for a real run. The seed may
     differ (other seeds are real runs too); a field the checkpoint lacks counts as the value runs had
-    before it existed (BEFORE_FIELD, TRAIN_BEFORE_FIELD), else its default."""
+    before it existed (BEFORE_FIELD, TRAIN_BEFORE_FIELD; amp "off", as every run before it was recorded),
+    else its default."""
     if name not in ALL_NAMES:
         return [f"variant {name!r} is not in the registry"]
     extra = ckpt.get("extra") or {}
@@ -465,8 +473,10 @@ def real_run_mismatch(name: str, ckpt: dict) -> list:
     if not isinstance(extra.get("train_config"), dict):
         return ["train_config=None (real run: the recipe's)"]
     config = ckpt.get("config") or {}
-    want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size))
+    want_cfg, want_tc = real_run(name, config.get("vocab_size", GPTConfig.vocab_size), preset)
     got_cfg = {**full_config(GPTConfig()), **checkpoint_io.BEFORE_FIELD, **config}
     got_tc = {**asdict(TrainConfig()), **TRAIN_BEFORE_FIELD, **extra["train_config"]}
+    got_amp = (extra.get("provenance") or {}).get("amp", "off")
     return [f"{k}={got[k]!r} (real run: {want[k]!r})" for got, want in ((got_cfg, want_cfg), (got_tc, want_tc))
-            for k in want if k != "seed" and got[k] != want[k]]
+            for k in want if k != "seed" and got[k] != want[k]] + \
+        ([f"amp={got_amp!r} (real run: {amp!r})"] if got_amp != amp else [])

@@ -105,7 +105,9 @@ def test_a_named_corpus_has_its_own_folders_and_real_results():
     assert variants.run_dirs(preset="gpu", corpus="sympy") == (Path("runs/gpu/sympy"), Path("results/gpu/sympy"))
     repo = EC.HERE / "results"
     assert EC.real_results_corpus(repo) == "shakespeare" and EC.real_results_corpus(repo / "sympy") == "sympy"
-    assert EC.real_results_corpus(repo / "gpu") is None and EC.real_results_corpus("runs/quick/results") is None
+    assert EC.real_results_corpus(repo / "gpu") == "shakespeare" and EC.real_results_corpus(repo / "gpu/sympy") == \
+        "sympy", "the gpu preset's folders hold real runs of their corpus too"
+    assert EC.real_results_corpus("runs/quick/results") is None
     assert EC.corpus_mismatch("sympy", repo / "sympy") == [] and EC.corpus_mismatch(None, repo) == []
     assert EC.corpus_mismatch("sympy", repo) == ["corpus sympy (real runs there: corpus shakespeare)"]
     assert EC.corpus_mismatch(None, repo / "sympy") == ["corpus shakespeare (real runs there: corpus sympy)"]

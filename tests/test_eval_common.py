@@ -47,12 +47,48 @@ def test_only_real_runs_write_the_repository_results(tmp_path):
         EC.results_for_checkpoints(repo, True, small, flag="--out")
     # any other folder takes any checkpoint, and says nothing
     assert EC.results_for_checkpoints(tmp_path / "r", True, small) == (tmp_path / "r", None)
-    assert EC.results_for_checkpoints(repo / "gpu", False, small) == (repo / "gpu", None), "the gpu preset's folder"
     # a reason that holds for every checkpoint (another corpus) makes real checkpoints not real
     other = EC.corpus_mismatch(tmp_path / "other.txt")
     assert EC.corpus_mismatch(None) == [] and EC.corpus_mismatch(corpora.DEFAULT_CORPUS) == [], "the default corpus"
     folder, note = EC.results_for_checkpoints(repo, False, real, also=other)
     assert folder == tmp_path / "ck" / "results" and "other.txt" in note, note
+
+
+def _gpu_checkpoint(variant, amp="bf16", **train):
+    """A checkpoint dict of --preset gpu's recipe, written out by hand from docs/bigger_runs.md (6 layers,
+    384 wide, 6 heads, a 32,768-row table, trained at 1024: 1,500 steps of 16, lr 1e-3, 100 warm-up steps,
+    evaluated every 100 steps on 16 windows), not read from variants.PRESETS."""
+    cfg = {**full_config(make_config(vocab_size=65)), **variants.VARIANTS[variant],
+           "n_layer": 6, "n_embd": 384, "n_head": 6, "max_len": 32768, "train_len": 1024}
+    tc = {**asdict(variants.TrainConfig()), "seq_len": 1024, "batch_size": 16, "steps": 1500, "lr": 1e-3,
+          "warmup": 100, "eval_every": 100, "eval_windows": 16, **train}
+    return {"config": cfg, "extra": {"variant": variant, "train_config": tc, "provenance": {"amp": amp}}}
+
+
+def test_the_gpu_folders_take_only_the_gpu_presets_real_runs(tmp_path):
+    """results/gpu/ holds --preset gpu under bf16 and results/gpu/amp_off/ the same without autocast: the
+    CPU smoke of the preset (docs/bigger_runs.md: 1 layer, length 64, 2 steps), a CPU-recipe checkpoint or
+    the other autocast is written beside its checkpoint, and refused for an explicit --results."""
+    gpu, amp_off, ck = EC.HERE / "results" / "gpu", EC.HERE / "results" / "gpu" / "amp_off", tmp_path / "ck"
+    real = {ck / "rope.pt": _gpu_checkpoint("rope"), ck / "alibi.pt": _gpu_checkpoint("alibi", seed=1)}
+    assert EC.results_for_checkpoints(gpu, True, real) == (gpu, None), "the preset's real runs, seed 1 too"
+    off = {ck / "rope.pt": _gpu_checkpoint("rope", amp="off")}
+    assert EC.results_for_checkpoints(amp_off, True, off) == (amp_off, None)
+    smoke = _gpu_checkpoint("rope", seq_len=64, steps=2)
+    smoke["config"].update(n_layer=1, n_head=2, n_embd=32, train_len=64)
+    for folder, cks, why in ((gpu, {ck / "rope.pt": smoke}, "n_layer=1 (real run: 6)"),
+                             (gpu, {ck / "rope.pt": _checkpoint("rope")}, "n_layer=4 (real run: 6)"),
+                             (gpu, off, "amp='off' (real run: 'bf16')"),
+                             (amp_off, real, "amp='bf16' (real run: 'off')")):
+        with pytest.raises(ValueError, match=re.escape(why) + r".*results/gpu/.*holds only real runs"):
+            EC.results_for_checkpoints(folder, True, cks)
+        got, note = EC.results_for_checkpoints(folder, False, cks)
+        assert got == ck / "results" and why in note and "instead of results/gpu/" in note, (got, note)
+    # a checkpoint from before amp was recorded ran without autocast: real for results/, not for results/gpu
+    assert EC.results_for_checkpoints(EC.HERE / "results", True, {ck / "rope.pt": _checkpoint("rope")})[1] is None
+    assert "amp='off' (real run: 'bf16')" in EC.results_for_checkpoints(
+        gpu, False, {ck / "rope.pt": {**_gpu_checkpoint("rope"), "extra": {
+            k: v for k, v in _gpu_checkpoint("rope")["extra"].items() if k != "provenance"}}})[1]
 
 
 def test_a_checkpoint_of_another_recipe_is_refused_for_results(tmp_path):

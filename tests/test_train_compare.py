@@ -329,6 +329,7 @@ def test_gpu_preset_flags_work_on_cpu(corpus, tmp_path):
     assert (ck["config"]["n_layer"], ck["config"]["n_embd"], ck["config"]["max_len"]) == (1, 32, 32768), ck["config"]
     tc = ck["extra"]["train_config"]
     assert (tc["seq_len"], tc["batch_size"], tc["lr"], tc["warmup"]) == (32, 4, 1e-3, 100), tc
+    assert ck["extra"]["provenance"]["amp"] == "bf16", "the autocast goes into the checkpoint's provenance"
 
 
 # ----------------------------------------------------------------------------- what a real run is
@@ -362,3 +363,16 @@ def test_train_compare_writes_results_only_for_real_runs(tmp_path, monkeypatch, 
     msg, results, err = prepared("--variants", "rope")
     assert (msg, results) == (None, out / "results") and "alibi.pt is not a real run (n_layer=1" in err, err
     assert not (out / "results").exists(), "deciding the folder made it"
+    (out / "alibi.pt").unlink()
+    # the gpu preset: its real runs keep results/gpu (the fine-tune and a copy twin too), --amp off belongs in
+    # results/gpu/amp_off, and the preset's CPU smoke (docs/bigger_runs.md) goes beside its checkpoints
+    gpu = ("--preset", "gpu", "--variants", "rope,alibi,learned,rope_ft_yarn,rope_copy")
+    assert prepared(*gpu) == (None, Path("results/gpu"), ""), "the gpu preset's real runs"
+    assert prepared(*gpu, "--amp", "off", "--results", "results/gpu/amp_off")[:2] == (None, Path("results/gpu/amp_off"))
+    msg, results, err = prepared(*gpu, "--amp", "off")
+    assert (msg, results) == (None, out / "results") and "amp='off' (real run: 'bf16')" in err, (msg, results, err)
+    smoke = ("--device", "cpu", "--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--seq-len", "64", "--steps", "2")
+    msg, results, err = prepared("--preset", "gpu", "--variants", "rope", *smoke)
+    assert (msg, results) == (None, out / "results") and "n_layer=1 (real run: 6)" in err, (msg, results, err)
+    msg, _, _ = prepared("--preset", "gpu", "--variants", "rope", *smoke, "--results", "results/gpu")
+    assert msg and "holds only real runs" in msg, msg
