@@ -228,7 +228,8 @@ def loss_vs_position(path, rows, curves, lengths) -> None:
     axes[1].set_ylim(max(axes[1].get_ylim()[0], -0.5), min(axes[1].get_ylim()[1], 3.0))
     for ax in axes:
         _mark_off_axes(ax)
-    axes[1].legend(fontsize=8, loc="upper left")
+    if names:  # a redraw whose rows hold none of the headline schemes draws no line to name
+        axes[1].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     save(fig, path)
 

@@ -115,7 +115,7 @@ def test_cope_probe_reads_the_length_of_each_counts_embedding():
     with torch.no_grad():
         model.cope.emb.copy_(torch.randn_like(model.cope.emb))
     rows = field_probes.cope_rows(model)
-    emb = model.cope.emb
+    emb = model.cope.emb.detach()  # a parameter: its values, not a graph
     assert {r["n"] for r in rows} == {n for n in field_probes.COPE_COUNTS if n <= 16}, rows
     err = max(abs(r["norm"] - math.sqrt(sum(float(x) ** 2 for x in emb[r["layer"], :, r["n"]]))) for r in rows)
     assert err < 1e-5 and len(rows) == emb.shape[0] * 6, f"|e[n]| against the sum of squares: max diff {err:.2e}"
