@@ -312,7 +312,8 @@ def draw_attention(out, data):
     fig, axes = plt.subplots(2, 2, figsize=(10, 9.5))
     for ax, p in zip(axes.flat, data["panels"]):
         T, w = p["length"], torch.tensor(p["weights"])
-        w = w.masked_fill(w <= 0, float("nan"))  # the causal zeros stay blank on a log scale
+        w = w.masked_fill(w <= 0, float("nan")).numpy()  # the causal zeros stay blank on a log scale
+        # (an array, not a tensor: matplotlib's np.array(x, copy=False) warns on a tensor under NumPy 2)
         im = ax.imshow(w, norm=LogNorm(1e-5, 1), cmap="magma", extent=(0, T, T, 0))
         name = f"YaRN s={data['factor']:g} (original {data['train_len']})" if p["yarn"] else "plain RoPE"
         pooled = f"\n{p['pool']}x{p['pool']} block means" if p["pool"] > 1 else ""
