@@ -23,6 +23,7 @@ synthetic.json at once; a model whose rows are there (same recipe) is not traine
 """
 import argparse
 import json
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -399,7 +400,28 @@ def recipe_table(res: dict, planned: list | None = None) -> str:
                    f"{have} of the full command's {len(planned)} models trained so far")
     lines += ["", f"Model: TinyLM, {cfg['n_layer']} layers, {cfg['n_head']} heads, width {cfg['n_embd']}; "
                   f"{trained} on {', '.join(devices_)} in {hours:.1f} h of training in all (scoring not counted)."]
+    spread = seed_time_spread(res)
+    if spread:
+        median, (ratio, name, task) = spread
+        lines[-1] += (f" The same scheme, task and recipe took a median {median:.1f}x as long in its slowest seed as"
+                      f" in its fastest (at most {ratio:.1f}x, {name} on {task}): the machines' speed and the work"
+                      f" that shared their cores, not the model.")
     return "\n".join(lines)
+
+
+def seed_time_spread(res: dict) -> tuple | None:
+    """How far the training times of one (scheme, task) lie apart over its seeds, which train the same recipe at the
+    same size: (the median over (scheme, task) of slowest / fastest, (the largest such ratio, its scheme, its
+    task)); None when no scheme has two seeds on a task. It measures the machines, not the models."""
+    times = {}
+    for k, m in res["provenance"].items():
+        name, task, _ = k.split("/")
+        if name != YARN and m["train_s"] > 0:  # rope+yarn: rope's model scored again, not trained
+            times.setdefault((name, task), []).append(m["train_s"])
+    ratios = sorted((max(t) / min(t), name, task) for (name, task), t in times.items() if len(t) > 1)
+    if not ratios:
+        return None
+    return statistics.median(r for r, _, _ in ratios), ratios[-1]
 
 
 def redraw(out: Path) -> int:

@@ -100,6 +100,22 @@ def test_recipe_table_counts_the_full_commands_models_in_results():
     assert "2 models trained on cpu" in st.recipe_table(res).splitlines()[-1], "without a plan: the count alone"
     rows = st.recipe_table(res, full).splitlines()[2:4]
     assert [r.split(" | ")[0] for r in rows] == ["| mqar", "| reverse"] and rows[0].endswith("| 1 | 30 min |"), rows
+    assert "widest spread" not in last, "one seed per scheme and task: no spread to state"
+
+
+def test_recipe_table_states_the_widest_spread_between_seeds():
+    """The same scheme, task and recipe over seeds: the ratio of their training times, the widest one, by ratio
+    (rope+yarn is rope's model scored again, not a model of its own)."""
+    def made(task, train_s):
+        return {"recipe": SY.recipe_of(task), "checkpoint": f"runs/synthetic/{task}/x.pt", "device": "cpu",
+                "train_s": train_s, "config": {"n_layer": 4, "n_head": 4, "n_embd": 128}}
+    res = {"provenance": {"rope/mqar/seed0": made("mqar", 400.0), "rope/mqar/seed1": made("mqar", 1000.0),
+                          "rope+yarn/mqar/seed0": made("mqar", 40.0), "alibi/reverse/seed0": made("reverse", 60.0),
+                          "alibi/reverse/seed1": made("reverse", 200.0), "alibi/reverse/seed2": made("reverse", 100.0)}}
+    median, widest = st.seed_time_spread(res)
+    assert widest == (200.0 / 60.0, "alibi", "reverse") and median == (2.5 + 200.0 / 60.0) / 2, (median, widest)
+    last = st.recipe_table(res).splitlines()[-1]
+    assert "a median 2.9x as long in its slowest seed" in last and "at most 3.3x, alibi on reverse" in last, last
 
 
 def test_the_main_figures_lines_are_far_apart_in_colour():
